@@ -1,0 +1,45 @@
+# Warning flags for the project's own code (third-party headers are SYSTEM includes).
+set(ATTN_CXX_WARNINGS -Wall -Wextra -Wpedantic -Wno-unknown-pragmas)
+set(ATTN_CUDA_WARNINGS -Xcompiler=-Wall,-Wextra -Xptxas=-warn-spills --Werror=all-warnings)
+# GCC 12 reports -Wrestrict inside libstdc++ for ordinary std::string concatenation (GCC bug
+# 105329, fixed in GCC 13): a false positive, so that one diagnostic is off for GCC 12 only.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  list(APPEND ATTN_CXX_WARNINGS -Wno-restrict)
+endif()
+if(ATTN_WARNINGS_AS_ERRORS)
+  list(APPEND ATTN_CXX_WARNINGS -Werror)
+  list(APPEND ATTN_CUDA_WARNINGS -Xcompiler=-Werror)
+endif()
+
+function(attn_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:${ATTN_CXX_WARNINGS}>
+    $<$<COMPILE_LANGUAGE:CUDA>:${ATTN_CUDA_WARNINGS}>)
+endfunction()
+
+# attn_add_step(<name> KERNEL <kernel.cu> MAIN <main.cpp>)
+#
+# Compiles the kernel file twice and links both copies into one executable:
+#   <name>_gpu: nvcc, for CMAKE_CUDA_ARCHITECTURES (namespace <step>::gpu);
+#   <name>_cpu: the host compiler against the SIMT backend (namespace <step>::cpu).
+# main.cpp picks one at run time (--backend).
+function(attn_add_step name)
+  cmake_parse_arguments(ARG "" "KERNEL;MAIN" "" ${ARGN})
+  set(kernel ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_KERNEL})
+
+  add_library(${name}_gpu OBJECT ${ARG_KERNEL})
+  target_link_libraries(${name}_gpu PRIVATE attn_kernel_deps)
+  attn_warnings(${name}_gpu)
+
+  set(cpu_source ${CMAKE_CURRENT_BINARY_DIR}/${name}_cpu.cpp)
+  file(CONFIGURE OUTPUT ${cpu_source} CONTENT
+       "// Generated: ${ARG_KERNEL} compiled by the host compiler for the CPU SIMT backend.\n#include \"${kernel}\"\n")
+  add_library(${name}_cpu OBJECT ${cpu_source})
+  target_link_libraries(${name}_cpu PRIVATE attn_kernel_deps attn_simt)
+  attn_warnings(${name}_cpu)
+
+  add_executable(${name} ${ARG_MAIN})
+  target_link_libraries(${name} PRIVATE attn_common ${name}_gpu ${name}_cpu)
+  attn_warnings(${name})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+endfunction()

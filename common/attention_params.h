@@ -1,0 +1,59 @@
+// The problem as every kernel sees it: pointers, sizes and flags, passed by value to kernels.
+// Also the masking rule (causal, per-batch key lengths) and the GQA head mapping, written once
+// here so that the reference and every step agree on them by construction.
+#pragma once
+
+#include <cstdint>
+
+#include "common/hd.h"
+
+namespace attn {
+
+enum class DType : int { fp16 = 0, bf16 = 1 };
+
+// Layout (all contiguous, row-major):
+//   q   [batch, heads,    seqlen_q, dim]   dtype
+//   k,v [batch, heads_kv, seqlen_k, dim]   dtype
+//   o   [batch, heads,    seqlen_q, dim]   dtype
+//   lse [batch, heads,    seqlen_q]        fp32, natural log of sum_j exp(scale * q_i.k_j)
+struct AttentionParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  // Per-batch key lengths (padding / variable length), or nullptr: every batch uses seqlen_k.
+  const int* seqlens_k;
+
+  int batch;
+  int heads;
+  int heads_kv;
+  int seqlen_q;
+  int seqlen_k;
+  int dim;
+  DType dtype;
+
+  float scale;      // softmax scale applied to q.k
+  bool causal;      // bottom-right aligned when seqlen_q != key length
+  float dropout;    // probability of dropping an element of P, in [0, 1)
+  uint64_t seed;    // dropout Philox key
+};
+
+// Number of keys batch b really has.
+ATTN_HD int key_length(const AttentionParams& p, int b) {
+  return p.seqlens_k != nullptr ? p.seqlens_k[b] : p.seqlen_k;
+}
+
+// Query row i sees keys [0, visible_keys_end(...)). Causal masking is aligned bottom-right, as in
+// FlashAttention-2: the last query row sees every key, so with len_k keys row i sees
+// j <= i + (len_k - seqlen_q). A result <= 0 means the row sees no key at all (O = 0, LSE = -inf).
+ATTN_HD int visible_keys_end(int i, int seqlen_q, int len_k, bool causal) {
+  if (!causal) return len_k;
+  const int end = i + 1 + (len_k - seqlen_q);
+  return end < 0 ? 0 : (end > len_k ? len_k : end);
+}
+
+// Grouped-query attention: query head h reads key/value head h / (heads / heads_kv).
+ATTN_HD int kv_head(const AttentionParams& p, int h) { return h / (p.heads / p.heads_kv); }
+
+}  // namespace attn

@@ -1,0 +1,157 @@
+#include "common/backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+#include "common/check.h"
+#include "common/simt/memory.h"
+
+namespace attn {
+
+void cuda_check(int status, const char* call, const char* file, int line) {
+  if (status == cudaSuccess) return;
+  throw std::runtime_error(std::string("CUDA error: ") +
+                           cudaGetErrorString(static_cast<cudaError_t>(status)) + " in " + call +
+                           " at " + file + ":" + std::to_string(line));
+}
+
+RunContext::~RunContext() {
+  for (auto& [label, block] : scratch_) backend_.release(block.ptr);
+}
+
+void* RunContext::scratch_bytes_for(const std::string& label, size_t bytes) {
+  auto it = scratch_.find(label);
+  if (it != scratch_.end() && it->second.bytes >= bytes) return it->second.ptr;
+  if (it != scratch_.end()) {
+    backend_.release(it->second.ptr);
+    scratch_.erase(it);
+  }
+  void* ptr = backend_.alloc(bytes, label);
+  scratch_[label] = {ptr, bytes};
+  return ptr;
+}
+
+size_t RunContext::scratch_bytes() const {
+  size_t total = 0;
+  for (const auto& [label, block] : scratch_) total += block.bytes;
+  return total;
+}
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown CPU";
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::string device() const override {
+    return cpu_model() + " x" + std::to_string(std::thread::hardware_concurrency());
+  }
+  std::string driver() const override { return "none"; }
+  void* alloc(size_t bytes, const std::string& label) override {
+    return simt::device_malloc(bytes, label);
+  }
+  void release(void* ptr) override { simt::device_free(ptr); }
+  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void poison(void* dst, size_t bytes) override { std::memset(dst, kPoisonByte, bytes); }
+  double time_ms(const std::function<void()>& fn) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
+class GpuBackend final : public Backend {
+ public:
+  explicit GpuBackend(int device) : device_(device) {
+    ATTN_CUDA_CHECK(cudaSetDevice(device_));
+    ATTN_CUDA_CHECK(cudaEventCreate(&start_));
+    ATTN_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~GpuBackend() override {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  std::string name() const override { return "gpu"; }
+  std::string device() const override {
+    cudaDeviceProp prop{};
+    ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    return prop.name;
+  }
+  std::string driver() const override {
+    int v = 0;
+    ATTN_CUDA_CHECK(cudaDriverGetVersion(&v));
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  }
+  void* alloc(size_t bytes, const std::string&) override {
+    void* ptr = nullptr;
+    ATTN_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+    return ptr;
+  }
+  void release(void* ptr) override { cudaFree(ptr); }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    ATTN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    ATTN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  }
+  void poison(void* dst, size_t bytes) override {
+    ATTN_CUDA_CHECK(cudaMemset(dst, kPoisonByte, bytes));
+  }
+  double time_ms(const std::function<void()>& fn) override {
+    ATTN_CUDA_CHECK(cudaEventRecord(start_));
+    fn();
+    ATTN_CUDA_CHECK(cudaEventRecord(stop_));
+    ATTN_CUDA_CHECK(cudaEventSynchronize(stop_));
+    ATTN_CUDA_CHECK(cudaGetLastError());
+    float ms = 0;
+    ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms;
+  }
+
+ private:
+  int device_;
+  cudaEvent_t start_{}, stop_{};
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+std::unique_ptr<Backend> make_gpu_backend(std::string& why_not) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    why_not = std::string("no usable CUDA device (") + cudaGetErrorString(err) + ")";
+    cudaGetLastError();  // clear the sticky error
+    return nullptr;
+  }
+  if (count == 0) {
+    why_not = "no CUDA device present";
+    return nullptr;
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major < 8) {
+    why_not = std::string("GPU ") + prop.name + " is sm_" + std::to_string(prop.major) +
+              std::to_string(prop.minor) + "; the kernels are built for sm_80 and newer";
+    return nullptr;
+  }
+  return std::make_unique<GpuBackend>(0);
+}
+
+}  // namespace attn

@@ -1,0 +1,72 @@
+// The two places a step can run, behind one interface: the CPU (host memory; kernels run on the
+// SIMT backend) and a CUDA GPU (cudaMalloc, CUDA events). The harness only talks to this.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/attention_params.h"
+
+namespace attn {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;    // "cpu" or "gpu"
+  virtual std::string device() const = 0;  // for result rows
+  virtual std::string driver() const = 0;  // CUDA driver version or "none"
+  // Device memory. The CPU backend surrounds every allocation with guard zones (see simt/memory.h).
+  virtual void* alloc(size_t bytes, const std::string& label) = 0;
+  virtual void release(void* ptr) = 0;
+  virtual void upload(void* dst, const void* src, size_t bytes) = 0;
+  virtual void download(void* dst, const void* src, size_t bytes) = 0;
+  // Fills device memory with the poison byte (check.h): unwritten outputs are then detectable.
+  virtual void poison(void* dst, size_t bytes) = 0;
+  // Runs `fn` once and returns how long it took in milliseconds (CUDA events on the GPU).
+  virtual double time_ms(const std::function<void()>& fn) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+// Returns nullptr and sets `why_not` when no usable CUDA device is present.
+std::unique_ptr<Backend> make_gpu_backend(std::string& why_not);
+
+// What a step's run function receives besides the problem: the backend, and scratch memory that
+// persists across the runs of one invocation (so only the first run pays for allocation).
+class RunContext {
+ public:
+  explicit RunContext(Backend& backend) : backend_(backend) {}
+  ~RunContext();
+  RunContext(const RunContext&) = delete;
+  RunContext& operator=(const RunContext&) = delete;
+
+  template <typename T>
+  T* scratch(const std::string& label, size_t count) {
+    return static_cast<T*>(scratch_bytes_for(label, count * sizeof(T)));
+  }
+  // Total scratch memory the step asked for (0 for a fused kernel that writes only O and LSE).
+  size_t scratch_bytes() const;
+  Backend& backend() { return backend_; }
+
+  // True on the run whose output is checked: a step may verify extra invariants then.
+  bool verify = false;
+
+ private:
+  void* scratch_bytes_for(const std::string& label, size_t bytes);
+  struct Block {
+    void* ptr;
+    size_t bytes;
+  };
+  Backend& backend_;
+  std::map<std::string, Block> scratch_;
+};
+
+// A step's entry point: computes O and LSE for `p` (device pointers of the chosen backend).
+using StepFn = void (*)(const AttentionParams& p, RunContext& ctx);
+
+// Thrown for CUDA runtime errors, with the failing call and its location.
+void cuda_check(int status, const char* call, const char* file, int line);
+#define ATTN_CUDA_CHECK(call) ::attn::cuda_check(static_cast<int>(call), #call, __FILE__, __LINE__)
+
+}  // namespace attn

@@ -1,0 +1,52 @@
+// The correctness gate: a step's O and LSE against the FP64 reference.
+//
+// FP16: |O - ref| <= 1e-3 + 1e-3 * |ref| elementwise (the contract in ARCHITECTURE.md).
+// BF16: |O - ref| <= 8e-3 + 8e-3 * |ref|. Justification: bf16 keeps 8 significant bits, so its
+//   unit roundoff is u = 2^-8 = 3.9e-3. Rounding O to bf16 costs up to u * |ref|; a tensor-core
+//   step that rounds P to bf16 before P V adds up to u * sum_j P_ij |V_jd| <= u * max|V| = 1.5 u
+//   = 5.9e-3 with our inputs (|V| <= 1.5); FP32 accumulation adds far less. A correct kernel thus
+//   stays within 5.9e-3 + 3.9e-3 * |ref| even in the worst case, and 8e-3 + 8e-3 * |ref| leaves
+//   margin while still catching real bugs (a missed rescale or a wrong mask moves O by 1e-1 or
+//   more). The same reasoning for fp16 (u = 2^-11 = 4.9e-4) gives 7.3e-4 + 4.9e-4 * |ref|, inside
+//   the contract's 1e-3 + 1e-3 * |ref|.
+// LSE (FP32): |lse - ref| <= 1e-3 * max(1, |ref|), and -inf exactly where the reference has -inf.
+// NaN never passes; an element still holding the poison pattern written before the launch is
+// reported as unwritten.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/problem.h"
+#include "common/reference.h"
+#include "common/tensors.h"
+
+namespace attn {
+
+struct Tolerance {
+  double atol;
+  double rtol;
+  double lse_rtol;
+};
+
+Tolerance tolerance_for(DType t);
+
+// Byte pattern outputs are filled with before a launch: 0xFF..FF is a NaN in fp16, bf16 and fp32,
+// and not one that arithmetic produces (hardware NaNs are 0x7E00 / 0x7FFF / 0x7FFFFFFF).
+constexpr uint8_t kPoisonByte = 0xFF;
+
+struct CheckResult {
+  bool passed = true;
+  double max_abs_err = 0;   // over finite O elements
+  double lse_max_err = 0;   // max |lse - ref| over rows where both are finite
+  int64_t bad_o = 0;        // O elements outside tolerance (NaN included)
+  int64_t bad_lse = 0;
+  int64_t unwritten = 0;    // O or LSE elements still holding the poison pattern
+  std::string first_failure;  // one line naming the first bad element, empty when passed
+};
+
+CheckResult check_outputs(const Problem& p, const std::vector<Bits16>& o,
+                          const std::vector<float>& lse, const Reference& ref);
+
+}  // namespace attn

@@ -1,0 +1,75 @@
+// What a step's kernel file includes. The file is compiled twice:
+//   - by nvcc for the GPU (this header then pulls in the CUDA runtime), and
+//   - by the host compiler against the CPU SIMT backend (common/simt).
+// Each copy lives in its own namespace, `stepN::gpu` or `stepN::cpu`, chosen by ATTN_BACKEND_NS:
+//     namespace step1::ATTN_BACKEND_NS { ... }
+#pragma once
+
+#include <cstdint>
+
+#include "common/attention_params.h"
+#include "common/backend.h"
+#include "common/dropout.h"
+#include "common/online_softmax.h"
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#define ATTN_BACKEND_NS gpu
+#else
+#include "common/simt/simt.h"
+#define ATTN_BACKEND_NS cpu
+#endif
+
+#include "common/launch.h"
+
+namespace attn {
+
+// The block's dynamic shared memory (the launch's smem_bytes), as T*.
+template <typename T>
+__device__ __forceinline__ T* shared_memory() {
+#if defined(__CUDACC__)
+  extern __shared__ __align__(1024) unsigned char attn_dynamic_smem[];
+  return reinterpret_cast<T*>(attn_dynamic_smem);
+#else
+  return simt::dynamic_shared<T>();
+#endif
+}
+
+// Element types of the two dtypes, and conversions used by every step.
+template <DType D>
+struct ElementOf;
+template <>
+struct ElementOf<DType::fp16> {
+  using type = __half;
+};
+template <>
+struct ElementOf<DType::bf16> {
+  using type = __nv_bfloat16;
+};
+
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+// Calls f.template operator()<T>() with T the element type of p.dtype: the one place a step turns
+// the run-time dtype into a compile-time type.
+template <typename F>
+void dispatch_dtype(DType dtype, F&& f) {
+  if (dtype == DType::fp16)
+    f.template operator()<__half>();
+  else
+    f.template operator()<__nv_bfloat16>();
+}
+
+}  // namespace attn

@@ -1,0 +1,34 @@
+// One launch call for both backends:
+//     launch(scores_kernel<T>, {grid, block, smem_bytes}, p, S);
+// nvcc: a <<<grid, block, smem>>> launch, checked. Host compiler: simt::launch runs the grid on the
+// CPU and reports faults with the launch site (the default member `where` records the caller).
+#pragma once
+
+#include <cstddef>
+#include <source_location>
+
+#include "common/backend.h"
+
+namespace attn {
+
+struct LaunchConfig {
+  dim3 grid;
+  dim3 block;
+  size_t smem_bytes = 0;
+  std::source_location where = std::source_location::current();
+};
+
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), const LaunchConfig& cfg, const Args&... args) {
+#if defined(__CUDACC__)
+  if (cfg.smem_bytes > 48 * 1024)
+    ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(cfg.smem_bytes)));
+  kernel<<<cfg.grid, cfg.block, cfg.smem_bytes>>>(args...);
+  ATTN_CUDA_CHECK(cudaGetLastError());
+#else
+  simt::launch(cfg.grid, cfg.block, cfg.smem_bytes, [&] { kernel(args...); }, cfg.where);
+#endif
+}
+
+}  // namespace attn

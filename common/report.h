@@ -1,0 +1,43 @@
+// Result rows: one per run, printed as a line and appended to a CSV file with a header.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "common/problem.h"
+
+namespace attn {
+
+struct ResultRow {
+  std::string step;
+  std::string backend;  // cpu | gpu (or a baseline's name)
+  std::string device;   // GPU name, or the CPU model for the CPU backends
+  Problem problem;
+  int iters = 0;
+  double time_ms = 0;  // median over iters
+  double tflops = 0;   // problem.flops() / time
+  bool checked = false;
+  CheckResult check;
+  std::string schedule;  // CPU backend fiber order; empty on the GPU
+  std::string commit;
+  std::string toolkit;  // CUDA toolkit version the binary was built with
+  std::string driver;   // CUDA driver version, or "none"
+  std::string timestamp;
+};
+
+// The CSV columns, in order. scripts/ and docs/results.md read these names.
+const std::vector<std::string>& csv_columns();
+std::vector<std::string> csv_fields(const ResultRow& r);
+
+// Appends `r` to `path`, writing the header first when the file is new or empty. Returns an empty
+// string on success, otherwise a one-line reason (for example a header that does not match).
+std::string append_csv(const std::string& path, const ResultRow& r);
+
+// Human-readable summary of a run (two lines).
+std::string format_result(const ResultRow& r);
+
+// Quotes a CSV field when it holds a comma, quote or newline.
+std::string csv_escape(const std::string& s);
+
+}  // namespace attn

@@ -1,0 +1,572 @@
+#include "common/simt/runtime.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/context/fiber.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "common/simt/launch.h"
+#include "common/simt/memory.h"
+
+namespace simt {
+
+namespace ctx = boost::context;
+
+namespace detail {
+
+thread_local ThreadIds* t_current = nullptr;
+
+namespace {
+
+// ---- Fiber stacks: a process-wide pool of mmap'd stacks with a guard page below each ----------
+
+size_t stack_bytes() {
+  static const size_t bytes = [] {
+    const char* env = std::getenv("SIMT_STACK_KB");
+    const size_t kb = env ? std::strtoul(env, nullptr, 10) : 256;
+    return std::max<size_t>(kb, 64) * 1024;
+  }();
+  return bytes;
+}
+
+std::mutex g_stack_mutex;
+std::vector<ctx::stack_context> g_free_stacks;
+
+struct PooledStack {
+  ctx::stack_context allocate() {
+    {
+      std::lock_guard lock(g_stack_mutex);
+      if (!g_free_stacks.empty()) {
+        ctx::stack_context sc = g_free_stacks.back();
+        g_free_stacks.pop_back();
+        return sc;
+      }
+    }
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t total = stack_bytes() + page;
+    void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (base == MAP_FAILED) throw std::bad_alloc();
+    mprotect(base, page, PROT_NONE);  // overflowing a fiber's stack faults instead of corrupting
+    ctx::stack_context sc;
+    sc.size = total;
+    sc.sp = static_cast<char*>(base) + total;
+    return sc;
+  }
+  void deallocate(ctx::stack_context& sc) {
+    std::lock_guard lock(g_stack_mutex);
+    g_free_stacks.push_back(sc);
+  }
+};
+
+// ---- The state of one block ---------------------------------------------------------------------
+
+enum class Wait { none, barrier, collective, predicate };
+
+struct Thread {
+  ThreadIds ids{};
+  ctx::fiber fiber;  // the suspended CUDA thread (held by the scheduler)
+  ctx::fiber sched;  // the way back to the scheduler (held by the running thread)
+  bool done = false;
+  bool ready = true;
+  std::exception_ptr error;
+  Wait wait = Wait::none;
+  const char* what = nullptr;
+  std::source_location where;
+  int barrier_id = -1;
+  uint32_t coll_mask = 0;
+  const char* coll_kind = nullptr;
+  CollectiveFn coll_fn = nullptr;
+  bool (*pred)(void*) = nullptr;
+  void* pred_arg = nullptr;
+};
+
+struct Barrier {
+  int count = 0;
+  int arrived = 0;
+  const char* what = nullptr;
+  std::source_location where;
+};
+
+struct Block {
+  int nthreads = 0;
+  std::unique_ptr<Thread[]> threads;
+  std::unique_ptr<LaneSlot[]> slots;  // rounded up to whole warps
+  Barrier barriers[16];
+  int exited = 0;
+  unsigned char* smem = nullptr;
+  size_t smem_bytes = 0;
+  uint3 idx{};
+};
+
+thread_local Block* t_block = nullptr;
+thread_local Thread* t_thread = nullptr;
+
+Thread& current_thread() { return *t_thread; }
+
+std::string loc(const std::source_location& w) {
+  std::string file = w.file_name();
+  if (auto slash = file.rfind('/'); slash != std::string::npos) {
+    // Keep "dir/file.cu" so that the step is visible.
+    auto prev = file.rfind('/', slash - 1);
+    file = file.substr(prev == std::string::npos ? 0 : prev + 1);
+  }
+  return file + ":" + std::to_string(w.line());
+}
+
+std::string block_name(const uint3& b) {
+  return "block (" + std::to_string(b.x) + "," + std::to_string(b.y) + "," + std::to_string(b.z) +
+         ")";
+}
+
+std::string thread_name(const ThreadIds& t) {
+  return block_name(t.block_idx) + " thread (" + std::to_string(t.thread_idx.x) + "," +
+         std::to_string(t.thread_idx.y) + "," + std::to_string(t.thread_idx.z) + ")";
+}
+
+std::string hex(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+// "0-31, 40, 42-44"
+std::string ranges(const std::vector<int>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    s += (s.empty() ? "" : ", ") + std::to_string(ids[i]) +
+         (j > i ? "-" + std::to_string(ids[j]) : std::string());
+    i = j + 1;
+  }
+  return s;
+}
+
+void suspend(Thread& t) {
+  t.ready = false;
+  t.sched = std::move(t.sched).resume();
+}
+
+// ---- Warp collectives -----------------------------------------------------------------------------
+
+// Completes the collective (kind, mask) of `warp` if every non-exited lane of the mask waits in
+// it. Returns whether it completed.
+bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, CollectiveFn fn) {
+  uint32_t arrived = 0;
+  for (int lane = 0; lane < 32; ++lane) {
+    if (!(mask >> lane & 1u)) continue;
+    const int tid = warp * 32 + lane;
+    if (tid >= blk.nthreads || blk.threads[tid].done) continue;  // exited lanes do not take part
+    const Thread& x = blk.threads[tid];
+    if (x.wait != Wait::collective || x.coll_mask != mask || x.coll_kind != kind) return false;
+    arrived |= 1u << lane;
+  }
+  if (arrived == 0) return false;
+  fn(CollectiveView{mask, arrived, &blk.slots[warp * 32], warp});
+  for (int lane = 0; lane < 32; ++lane) {
+    if (!(arrived >> lane & 1u)) continue;
+    Thread& x = blk.threads[warp * 32 + lane];
+    x.wait = Wait::none;
+    x.ready = true;
+  }
+  return true;
+}
+
+// ---- Deadlock report ------------------------------------------------------------------------------
+
+std::string describe_wait(const Block& blk, const Thread& t) {
+  if (t.done) return "exited";
+  switch (t.wait) {
+    case Wait::barrier: {
+      const Barrier& b = blk.barriers[t.barrier_id];
+      return std::string("wait at ") + t.what + " (" + loc(t.where) + "), barrier " +
+             std::to_string(t.barrier_id) + ": " + std::to_string(b.arrived) + " of " +
+             std::to_string(b.count) + " threads arrived";
+    }
+    case Wait::collective: {
+      std::vector<int> missing;
+      const int warp = t.ids.warp;
+      for (int lane = 0; lane < 32; ++lane) {
+        if (!(t.coll_mask >> lane & 1u)) continue;
+        const int tid = warp * 32 + lane;
+        if (tid >= blk.nthreads) continue;
+        const Thread& x = blk.threads[tid];
+        if (x.done || x.wait != Wait::collective || x.coll_mask != t.coll_mask ||
+            x.coll_kind != t.coll_kind)
+          missing.push_back(lane);
+      }
+      return std::string("wait in ") + t.coll_kind + "(mask " + hex(t.coll_mask) + ") at " +
+             loc(t.where) + "; lanes not there: " + (missing.empty() ? "none" : ranges(missing));
+    }
+    case Wait::predicate:
+      return std::string("wait for ") + t.what + " at " + loc(t.where);
+    case Wait::none:
+      break;
+  }
+  return "runnable";
+}
+
+std::string deadlock_report(const Block& blk) {
+  std::ostringstream os;
+  os << "deadlock in " << block_name(blk.idx) << ": no thread can make progress";
+  std::string prev;
+  std::vector<int> group;
+  auto flush = [&] {
+    if (!group.empty()) os << "\n  threads " << ranges(group) << ": " << prev;
+    group.clear();
+  };
+  for (int tid = 0; tid < blk.nthreads; ++tid) {
+    const std::string d = describe_wait(blk, blk.threads[tid]);
+    if (d != prev) flush();
+    prev = d;
+    group.push_back(tid);
+  }
+  flush();
+  return os.str();
+}
+
+// ---- Thread exit --------------------------------------------------------------------------------
+
+void on_exit(Block& blk, Thread& t) {
+  ++blk.exited;
+  // A barrier that already has arrivals can no longer complete if too few threads remain.
+  for (int id = 0; id < 16; ++id) {
+    const Barrier& b = blk.barriers[id];
+    if (b.arrived == 0) continue;
+    int could_arrive = 0;
+    for (int tid = 0; tid < blk.nthreads; ++tid) {
+      const Thread& x = blk.threads[tid];
+      if (!x.done && !(x.wait == Wait::barrier && x.barrier_id == id)) ++could_arrive;
+    }
+    if (b.arrived + could_arrive < b.count)
+      throw KernelError(block_name(blk.idx) + ": " + b.what + " (" + loc(b.where) +
+                        ") can never complete: thread " + std::to_string(t.ids.tid) +
+                        " exited without reaching it (" + std::to_string(b.arrived) + " of " +
+                        std::to_string(b.count) + " threads arrived)\n" + deadlock_report(blk));
+  }
+  // Lanes waiting in a collective with this lane in its mask may now be complete.
+  const int warp = t.ids.warp;
+  for (int lane = 0; lane < 32; ++lane) {
+    const int tid = warp * 32 + lane;
+    if (tid >= blk.nthreads) break;
+    const Thread& x = blk.threads[tid];
+    if (!x.done && x.wait == Wait::collective)
+      try_complete(blk, warp, x.coll_mask, x.coll_kind, x.coll_fn);
+  }
+}
+
+// ---- Running a block ------------------------------------------------------------------------------
+
+struct LaunchState {
+  dim3 grid, block;
+  size_t smem_bytes;
+  const std::function<void()>* body;
+  Schedule schedule;
+};
+
+void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& blk,
+               std::vector<unsigned char>& smem_storage) {
+  const int n = static_cast<int>(L.block.x * L.block.y * L.block.z);
+  blk.nthreads = n;
+  blk.threads = std::make_unique<Thread[]>(n);
+  blk.slots = std::make_unique<LaneSlot[]>((n + 31) / 32 * 32);
+  for (Barrier& b : blk.barriers) b = Barrier{};
+  blk.exited = 0;
+  blk.idx = bidx;
+  // Dynamic shared memory starts as poison (0xFF: NaN as fp16, bf16 and fp32; -1 as an integer).
+  const size_t align = 1024;
+  smem_storage.resize(L.smem_bytes + align);
+  auto base = reinterpret_cast<uintptr_t>(smem_storage.data());
+  blk.smem = reinterpret_cast<unsigned char*>((base + align - 1) / align * align);
+  blk.smem_bytes = L.smem_bytes;
+  std::memset(blk.smem, 0xFF, L.smem_bytes);
+  t_block = &blk;
+
+  for (int tid = 0; tid < n; ++tid) {
+    Thread& t = blk.threads[tid];
+    t.ids.thread_idx = {static_cast<unsigned>(tid) % L.block.x,
+                        static_cast<unsigned>(tid) / L.block.x % L.block.y,
+                        static_cast<unsigned>(tid) / (L.block.x * L.block.y)};
+    t.ids.block_idx = bidx;
+    t.ids.block_dim = L.block;
+    t.ids.grid_dim = L.grid;
+    t.ids.tid = tid;
+    t.ids.lane = tid % 32;
+    t.ids.warp = tid / 32;
+    Thread* tp = &t;
+    const std::function<void()>* body = L.body;
+    t.fiber = ctx::fiber(std::allocator_arg, PooledStack{},
+                         [tp, body](ctx::fiber&& sched) -> ctx::fiber {
+                           tp->sched = std::move(sched);
+                           try {
+                             (*body)();
+                           } catch (const ctx::detail::forced_unwind&) {
+                             throw;
+                           } catch (...) {
+                             tp->error = std::current_exception();
+                           }
+                           tp->done = true;
+                           return std::move(tp->sched);
+                         });
+  }
+
+  std::mt19937_64 rng(L.schedule.seed * 0x9E3779B97F4A7C15ull + linear_block);
+  std::vector<int> order;
+  order.reserve(n);
+  int finished = 0;
+  while (finished < n) {
+    order.clear();
+    for (int tid = 0; tid < n; ++tid) {
+      Thread& t = blk.threads[tid];
+      if (t.done) continue;
+      if (!t.ready && t.wait == Wait::predicate && t.pred(t.pred_arg)) {
+        t.ready = true;
+        t.wait = Wait::none;
+      }
+      if (t.ready) order.push_back(tid);
+    }
+    if (order.empty()) throw KernelError(deadlock_report(blk));
+    if (L.schedule.order == Schedule::Order::reverse) std::reverse(order.begin(), order.end());
+    if (L.schedule.order == Schedule::Order::random) std::shuffle(order.begin(), order.end(), rng);
+    for (int tid : order) {
+      Thread& t = blk.threads[tid];
+      if (t.done || !t.ready) continue;
+      t_current = &t.ids;
+      t_thread = &t;
+      t.fiber = std::move(t.fiber).resume();
+      if (t.error) {
+        try {
+          std::rethrow_exception(t.error);
+        } catch (const std::exception& e) {
+          throw KernelError(thread_name(t.ids) + ": " + e.what());
+        }
+      }
+      if (t.done) {
+        ++finished;
+        on_exit(blk, t);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---- The API used by intrinsics -------------------------------------------------------------------
+
+void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_bytes, void* out,
+                     size_t out_bytes, CollectiveFn compute, const std::source_location& where) {
+  Thread& t = current_thread();
+  Block& blk = *t_block;
+  const int lane = t.ids.lane;
+  if (!(mask >> lane & 1u))
+    fail(std::string(kind) + " at " + loc(where) + ": mask " + hex(mask) +
+         " does not include the calling lane " + std::to_string(lane));
+  LaneSlot& slot = blk.slots[t.ids.tid];
+  if (in_bytes != 0) std::memcpy(slot.in, in, in_bytes);
+  t.wait = Wait::collective;
+  t.coll_mask = mask;
+  t.coll_kind = kind;
+  t.coll_fn = compute;
+  t.where = where;
+  if (!try_complete(blk, t.ids.warp, mask, kind, compute)) suspend(t);
+  t.ready = true;
+  if (out_bytes != 0) std::memcpy(out, slot.out, out_bytes);
+}
+
+void barrier_sync(int id, int count, const char* what, const std::source_location& where) {
+  Thread& t = current_thread();
+  Block& blk = *t_block;
+  if (id < 0 || id > 15) fail(std::string(what) + ": barrier id " + std::to_string(id) + " not in 0..15");
+  if (count < 1 || count > blk.nthreads)
+    fail(std::string(what) + " at " + loc(where) + ": thread count " + std::to_string(count) +
+         " not in 1.." + std::to_string(blk.nthreads));
+  Barrier& b = blk.barriers[id];
+  if (b.arrived == 0) {
+    b.count = count;
+    b.what = what;
+    b.where = where;
+  } else if (b.count != count) {
+    fail(std::string(what) + " at " + loc(where) + ": barrier " + std::to_string(id) +
+         " expects " + std::to_string(count) + " threads here but " + std::to_string(b.count) +
+         " at " + loc(b.where));
+  } else if (std::strcmp(what, "__syncthreads()") == 0 &&
+             (b.where.line() != where.line() ||
+              std::strcmp(b.where.file_name(), where.file_name()) != 0)) {
+    fail("__syncthreads() in divergent code: this thread arrived at " + loc(where) +
+         " while others wait at " + loc(b.where) + "\n" + deadlock_report(blk));
+  }
+  if (blk.exited > 0) {
+    int could_arrive = 0;
+    for (int tid = 0; tid < blk.nthreads; ++tid) {
+      const Thread& x = blk.threads[tid];
+      if (!x.done && !(x.wait == Wait::barrier && x.barrier_id == id)) ++could_arrive;
+    }
+    if (b.arrived + could_arrive < count)
+      fail(std::string(what) + " at " + loc(where) + " can never complete: " +
+           std::to_string(blk.exited) + " thread(s) of the block exited without reaching it\n" +
+           deadlock_report(blk));
+  }
+  ++b.arrived;
+  t.wait = Wait::barrier;
+  t.barrier_id = id;
+  t.what = what;
+  t.where = where;
+  if (b.arrived == b.count) {
+    for (int tid = 0; tid < blk.nthreads; ++tid) {
+      Thread& x = blk.threads[tid];
+      if (!x.done && x.wait == Wait::barrier && x.barrier_id == id) {
+        x.wait = Wait::none;
+        x.ready = true;
+      }
+    }
+    b.arrived = 0;
+    return;
+  }
+  suspend(t);
+}
+
+void wait_until(bool (*ready)(void*), void* arg, const char* what,
+                const std::source_location& where) {
+  if (ready(arg)) return;
+  Thread& t = current_thread();
+  t.wait = Wait::predicate;
+  t.pred = ready;
+  t.pred_arg = arg;
+  t.what = what;
+  t.where = where;
+  suspend(t);
+}
+
+unsigned char* dynamic_shared_memory() { return t_block->smem; }
+size_t dynamic_shared_memory_bytes() { return t_block->smem_bytes; }
+
+}  // namespace detail
+
+void fail(const std::string& what) { throw KernelError(what); }
+
+// ---- Launch ---------------------------------------------------------------------------------------
+
+namespace {
+std::mutex g_schedule_mutex;
+Schedule g_schedule;
+}  // namespace
+
+Schedule parse_schedule(const std::string& s) {
+  Schedule r;
+  if (s == "forward") return r;
+  if (s == "reverse") {
+    r.order = Schedule::Order::reverse;
+    return r;
+  }
+  if (s == "random" || s.rfind("random:", 0) == 0) {
+    r.order = Schedule::Order::random;
+    if (s.size() > 7) {
+      const std::string digits = s.substr(7);
+      if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 19)
+        throw std::invalid_argument("schedule seed must be a decimal number: " + s);
+      r.seed = std::stoull(digits);
+    }
+    return r;
+  }
+  throw std::invalid_argument("unknown schedule '" + s + "': expected forward, reverse or random[:SEED]");
+}
+
+std::string to_string(const Schedule& s) {
+  switch (s.order) {
+    case Schedule::Order::forward: return "forward";
+    case Schedule::Order::reverse: return "reverse";
+    case Schedule::Order::random: return "random:" + std::to_string(s.seed);
+  }
+  return "?";
+}
+
+void set_schedule(const Schedule& s) {
+  std::lock_guard lock(g_schedule_mutex);
+  g_schedule = s;
+}
+
+Schedule schedule() {
+  std::lock_guard lock(g_schedule_mutex);
+  return g_schedule;
+}
+
+void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body,
+            const std::source_location& where) {
+  const std::string site = "kernel launched at " + detail::loc(where);
+  const uint64_t threads = uint64_t(block.x) * block.y * block.z;
+  if (threads == 0 || threads > kMaxThreadsPerBlock)
+    throw KernelError(site + ": invalid launch: " + std::to_string(threads) +
+                      " threads per block (1.." + std::to_string(kMaxThreadsPerBlock) + ")");
+  if (block.z > 64)
+    throw KernelError(site + ": invalid launch: blockDim.z " + std::to_string(block.z) + " > 64");
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535 ||
+      grid.x > 2147483647u)
+    throw KernelError(site + ": invalid launch: grid (" + std::to_string(grid.x) + "," +
+                      std::to_string(grid.y) + "," + std::to_string(grid.z) + ")");
+  if (smem > kMaxDynamicSmem)
+    throw KernelError(site + ": invalid launch: " + std::to_string(smem) +
+                      " bytes of dynamic shared memory (at most " +
+                      std::to_string(kMaxDynamicSmem) + " on sm_90)");
+
+  const detail::LaunchState L{grid, block, smem, &body, schedule()};
+  const uint64_t nblocks = uint64_t(grid.x) * grid.y * grid.z;
+  std::vector<uint64_t> order(nblocks);
+  for (uint64_t i = 0; i < nblocks; ++i) order[i] = i;
+  if (L.schedule.order == Schedule::Order::reverse) std::reverse(order.begin(), order.end());
+  if (L.schedule.order == Schedule::Order::random) {
+    std::mt19937_64 rng(L.schedule.seed);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+
+  unsigned workers = std::thread::hardware_concurrency();
+  if (const char* env = std::getenv("SIMT_WORKERS")) workers = std::strtoul(env, nullptr, 10);
+  workers = static_cast<unsigned>(std::clamp<uint64_t>(workers, 1, nblocks));
+
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::string error;
+  auto work = [&] {
+    detail::Block blk;
+    std::vector<unsigned char> smem_storage;
+    for (uint64_t i; !failed.load(std::memory_order_relaxed) && (i = next++) < nblocks;) {
+      const uint64_t b = order[i];
+      const uint3 bidx{static_cast<unsigned>(b % grid.x),
+                       static_cast<unsigned>(b / grid.x % grid.y),
+                       static_cast<unsigned>(b / (uint64_t(grid.x) * grid.y))};
+      try {
+        detail::run_block(L, bidx, b, blk, smem_storage);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(error_mutex);
+        if (!failed.exchange(true)) error = e.what();
+      }
+      blk.threads.reset();  // unwinds the fibers of a failed block
+    }
+    detail::t_current = nullptr;
+    detail::t_thread = nullptr;
+    detail::t_block = nullptr;
+  };
+  if (workers == 1) {
+    work();
+  } else {
+    std::vector<std::thread> pool;
+    for (unsigned w = 0; w < workers; ++w) pool.emplace_back(work);
+    for (auto& t : pool) t.join();
+  }
+  if (failed) throw KernelError(site + ": " + error);
+  if (const std::string bad = check_guards(); !bad.empty()) throw KernelError(site + ": " + bad);
+}
+
+}  // namespace simt

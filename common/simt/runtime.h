@@ -1,0 +1,92 @@
+// The CPU SIMT backend's core: a block of CUDA threads runs as fibers on one OS thread, switching
+// only where a CUDA thread would wait for others (barriers, warp collectives, async waits).
+//
+// This header is the interface between the core and the intrinsics built on it (warp.h and,
+// later, the PTX emulations). Kernels do not include it directly: they see simt.h.
+#pragma once
+
+#include <vector_types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <source_location>
+#include <stdexcept>
+#include <string>
+
+namespace simt {
+
+// A kernel fault found by the backend: deadlock, barrier misuse, out-of-bounds write, a misused
+// intrinsic. The message names the block, the threads and what they waited on.
+struct KernelError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Raises a KernelError for the calling CUDA thread (the message gets its block and thread).
+[[noreturn]] void fail(const std::string& what);
+
+namespace detail {
+
+// What the builtins threadIdx, blockIdx, blockDim and gridDim read. One per CUDA thread.
+struct ThreadIds {
+  uint3 thread_idx;
+  uint3 block_idx;
+  dim3 block_dim;
+  dim3 grid_dim;
+  int tid;   // linear thread index in the block
+  int lane;  // tid % 32
+  int warp;  // tid / 32
+};
+
+// The CUDA thread running on this OS thread right now.
+extern thread_local ThreadIds* t_current;
+
+inline ThreadIds& current() { return *t_current; }
+
+// ---- Warp collectives --------------------------------------------------------------------------
+// Every warp-wide operation (shuffles, votes, __syncwarp, and later ldmatrix and mma) is one
+// rendezvous: each lane in `mask` deposits an input and waits; once every non-exited lane of the
+// mask has arrived at an operation of the same kind with the same mask, the last one to arrive
+// runs `compute` over all inputs and writes every lane's output. Lanes that exited do not take
+// part (as in PTX); reading from one is an error.
+
+constexpr size_t kCollectivePayload = 128;  // bytes of input and of output per lane
+
+struct LaneSlot {
+  alignas(16) unsigned char in[kCollectivePayload];
+  alignas(16) unsigned char out[kCollectivePayload];
+};
+
+struct CollectiveView {
+  uint32_t mask;     // the lanes named by the operation
+  uint32_t arrived;  // lanes of the mask that take part (the mask minus exited lanes)
+  LaneSlot* lanes;   // indexed by lane, 32 entries
+  int warp;
+};
+
+using CollectiveFn = void (*)(const CollectiveView& view);
+
+// `kind` names the operation for matching and messages ("__shfl_xor_sync", "mma.sync..."):
+// lanes meet only if they pass the same pointer (string literals at one call site are fine; the
+// wrappers pass their own name). Copies `in` (in_bytes) into the lane's slot, waits, and copies the
+// lane's result (out_bytes) to `out`.
+void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_bytes, void* out,
+                     size_t out_bytes, CollectiveFn compute, const std::source_location& where);
+
+// ---- Block barriers ----------------------------------------------------------------------------
+// bar.sync: barrier `id` (0..15) completes when `count` threads have arrived. __syncthreads is
+// barrier 0 with the whole block; it is an error for any thread of the block to exit instead.
+void barrier_sync(int id, int count, const char* what, const std::source_location& where);
+
+// ---- Shared memory -----------------------------------------------------------------------------
+// The block's dynamic shared memory (the launch's smem bytes), poisoned at block start.
+unsigned char* dynamic_shared_memory();
+size_t dynamic_shared_memory_bytes();
+
+// ---- Generic waiting, for asynchronous operations added by later steps ---------------------------
+// Suspends the calling CUDA thread until `ready(arg)` returns true. `what` and `where` appear in
+// the deadlock report. The predicate is re-evaluated whenever another thread of the block ran.
+void wait_until(bool (*ready)(void*), void* arg, const char* what,
+                const std::source_location& where);
+
+}  // namespace detail
+}  // namespace simt

@@ -1,0 +1,55 @@
+#include "common/tensors.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <Random123/philox.h>
+#include <Random123/uniform.hpp>
+
+namespace attn {
+
+Bits16 to_bits(float x, DType t) {
+  if (t == DType::fp16) return static_cast<__half_raw>(__float2half_rn(x)).x;
+  return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x;
+}
+
+float from_bits(Bits16 b, DType t) {
+  if (t == DType::fp16) {
+    __half_raw r;
+    r.x = b;
+    return __half2float(__half(r));
+  }
+  __nv_bfloat16_raw r;
+  r.x = b;
+  return __bfloat162float(__nv_bfloat16(r));
+}
+
+namespace {
+
+// Fills `out` with 0.5 + U(-1, 1), rounded to `t`. `stream` separates Q, K and V.
+void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, DType t) {
+  out.resize(n);
+  r123::Philox4x32 rng;
+  const r123::Philox4x32::key_type key = {
+      {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
+  for (int64_t base = 0; base < n; base += 4) {
+    const r123::Philox4x32::ctr_type ctr = {{static_cast<uint32_t>(base >> 2),
+                                             static_cast<uint32_t>(base >> 34), stream,
+                                             0x5eed1234u}};
+    const auto words = rng(ctr, key);
+    for (int w = 0; w < 4 && base + w < n; ++w)
+      out[base + w] = to_bits(0.5f + r123::uneg11<float>(words[w]), t);
+  }
+}
+
+}  // namespace
+
+HostInputs make_inputs(const Problem& p) {
+  HostInputs in;
+  fill(in.q, p.q_elements(), 1, p.seed, p.dtype);
+  fill(in.k, p.kv_elements(), 2, p.seed, p.dtype);
+  fill(in.v, p.kv_elements(), 3, p.seed, p.dtype);
+  return in;
+}
+
+}  // namespace attn

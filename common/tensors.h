@@ -1,0 +1,30 @@
+// Seeded inputs on the host, and fp16/bf16 <-> float conversion.
+//
+// Inputs are drawn from 0.5 + U(-1, 1): a non-zero mean makes every score share a large common
+// component, which is what exposes a softmax that forgets to subtract its running maximum.
+// The values are rounded to the input dtype before anything else sees them, so the FP64 reference
+// and the kernels start from bit-identical numbers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/problem.h"
+
+namespace attn {
+
+// Raw 16-bit storage of fp16 or bf16 values.
+using Bits16 = uint16_t;
+
+Bits16 to_bits(float x, DType t);  // round to nearest even
+float from_bits(Bits16 b, DType t);
+
+struct HostInputs {
+  std::vector<Bits16> q, k, v;  // layouts as in AttentionParams
+};
+
+// Deterministic for a given (problem shape, seed): a counter-based generator (Philox), so the
+// numbers do not depend on the standard library or on the order they are drawn in.
+HostInputs make_inputs(const Problem& p);
+
+}  // namespace attn
