@@ -11,64 +11,45 @@
 #include <stdexcept>
 #include <vector>
 
-#include "common/attention_params.h"
-#include "common/backend.h"
+#include "step0_reference/streaming.h"
+
 #include "common/dropout.h"
-#include "common/online_softmax.h"
 #include "common/tensors.h"
 
 namespace step0 {
 
 using attn::AttentionParams;
-constexpr int Bc = 64;  // keys per block, as a kernel's K/V tile
 
-namespace {
+void InvariantCheck::add(float s, double keep, const float* v) {
+  const double e = std::exp(double(s) - M);
+  L += e;
+  for (size_t d = 0; d < U.size(); ++d) U[d] += e * keep * v[d];
+  seen_max = std::max(seen_max, s);
+}
 
-// An independent account of the keys seen so far, used only to check the invariant. It uses
-// the row's true maximum M (known in advance, which a streaming algorithm cannot know), so it
-// never rescales: L = sum exp(s_j - M), U = sum exp(s_j - M) * v_j, in double.
-struct InvariantCheck {
-  double M;
-  double L = 0;
-  std::vector<double> U;
-  float seen_max = -INFINITY;
-
-  void add(float s, double factor, const float* v, int D) {
-    const double e = std::exp(double(s) - M);
-    L += e;
-    for (int d = 0; d < D; ++d) U[d] += e * factor * v[d];
-    seen_max = std::max(seen_max, s);
-  }
-
-  // The invariant after the keys [0, seen): m = max s_j, l = sum exp(s_j - m), and
-  // acc / l = softmax(s_0..s_seen-1) . V_0..seen-1.
-  void verify(const online_softmax::State<float>& st, const std::vector<float>& acc, int D,
-              int b, int h, int i, int seen) const {
-    std::ostringstream why;
-    const double l_expected = L * std::exp(M - double(st.m));
-    if (st.m != seen_max) {
-      why << "m = " << st.m << " but the maximum score seen is " << seen_max;
-    } else if (std::fabs(st.l - l_expected) > 1e-4 * l_expected) {
-      why << "l = " << st.l << " but sum_j exp(s_j - m) = " << l_expected;
-    } else {
-      for (int d = 0; d < D; ++d) {
-        const double got = acc[d] / st.l, want = U[d] / L;
-        if (std::fabs(got - want) > 1e-4 * (1 + std::fabs(want))) {
-          why << "acc[" << d << "] / l = " << got << " but softmax(seen) . V = " << want;
-          break;
-        }
+void InvariantCheck::verify(const online_softmax::State<float>& st, const std::vector<float>& acc,
+                            int b, int h, int i, int seen) const {
+  std::ostringstream why;
+  const double l_expected = L * std::exp(M - double(st.m));
+  if (st.m != seen_max) {
+    why << "m = " << st.m << " but the largest score seen is " << seen_max;
+  } else if (!(std::fabs(st.l - l_expected) <= 1e-4 * l_expected)) {
+    why << "l = " << st.l << " but sum_j exp(s_j - m) = " << l_expected;
+  } else {
+    for (size_t d = 0; d < U.size(); ++d) {
+      const double got = acc[d] / st.l, want = U[d] / L;
+      if (!(std::fabs(got - want) <= 1e-4 * (1 + std::fabs(want)))) {
+        why << "acc[" << d << "] / l = " << got << " but softmax(seen) . V = " << want;
+        break;
       }
     }
-    if (!why.str().empty()) {
-      std::ostringstream os;
-      os << "online-softmax invariant broken at b=" << b << " h=" << h << " i=" << i
-         << " after keys [0, " << seen << "): " << why.str();
-      throw std::runtime_error(os.str());
-    }
   }
-};
-
-}  // namespace
+  if (why.str().empty()) return;
+  std::ostringstream os;
+  os << "online-softmax invariant broken at b=" << b << " h=" << h << " i=" << i
+     << " after keys [0, " << seen << "): " << why.str();
+  throw std::runtime_error(os.str());
+}
 
 void streaming_attention(const AttentionParams& p, attn::RunContext& ctx) {
   const int Sq = p.seqlen_q, Sk = p.seqlen_k, D = p.dim;
@@ -101,7 +82,7 @@ void streaming_attention(const AttentionParams& p, attn::RunContext& ctx) {
             return p.scale * dot;
           };
 
-          InvariantCheck check{-INFINITY, 0, std::vector<double>(verify ? D : 0)};
+          InvariantCheck check{-INFINITY, std::vector<double>(verify ? D : 0)};
           if (verify)
             for (int j = 0; j < end; ++j) check.M = std::max(check.M, double(score(j)));
 
@@ -120,9 +101,9 @@ void streaming_attention(const AttentionParams& p, attn::RunContext& ctx) {
               st.l += pr;  // the softmax normalises over every key, dropped or not
               const float* v = &V[int64_t(j0 + c) * D];
               for (int d = 0; d < D; ++d) acc[d] += pr * keep * v[d];
-              if (verify) check.add(s[c], keep, v, D);
+              if (verify) check.add(s[c], keep, v);
             }
-            if (verify) check.verify(st, acc, D, b, h, i, j0 + n);
+            if (verify) check.verify(st, acc, b, h, i, j0 + n);
           }
           const float inv_l = online_softmax::inv_sum(st);
           for (int d = 0; d < D; ++d) o_bits[row * D + d] = attn::to_bits(acc[d] * inv_l, p.dtype);

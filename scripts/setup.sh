@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what the project needs on a Debian machine with the CUDA toolkit, if it is missing:
+# the build tools and libraries (Debian packages) and, with --python, a project-local virtual
+# environment (.venv) with matplotlib for the chart. Safe to run again: it installs only what is
+# missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake ninja-build g++ git libeigen3-dev catch2 libcli11-dev librandom123-dev
+          libboost-context-dev python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v nvcc >/dev/null 2>&1; then
+  if [ -x /usr/local/cuda/bin/nvcc ]; then
+    echo "setup: nvcc is in /usr/local/cuda/bin; add it to PATH (export PATH=/usr/local/cuda/bin:\$PATH)" >&2
+  else
+    echo "setup: the CUDA toolkit (nvcc) is required to build the GPU kernels; install it from NVIDIA's packages" >&2
+  fi
+  exit 2
+fi
+
+if [ "${1:-}" = "--python" ]; then
+  if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import matplotlib" 2>/dev/null; then
+    echo "setup: creating .venv with matplotlib"
+    python3 -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check matplotlib
+  fi
+fi

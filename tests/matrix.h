@@ -1,0 +1,59 @@
+// The test matrix every step passes (DEVELOPERS.md): dtypes fp16/bf16; head dims 64, 80, 96, 128;
+// seqlens 1, 17, 129, 1000 and Sq != Sk; causal; per-batch key lengths (one of them 0); GQA;
+// dropout; a custom scale. Each problem mixes several features; together they cover every
+// feature in both dtypes and every head dim, with shapes that are not multiples of any tile.
+#pragma once
+
+#include <vector>
+
+#include "common/problem.h"
+
+namespace attn_test {
+
+inline attn::Problem make(int batch, int heads, int heads_kv, int sq, int sk, int dim,
+                          attn::DType dtype, bool causal, std::vector<int> seqlens_k = {},
+                          float dropout = 0.0f) {
+  attn::Problem p;
+  p.batch = batch;
+  p.heads = heads;
+  p.heads_kv = heads_kv;
+  p.seqlen_q = sq;
+  p.seqlen_k = sk;
+  p.dim = dim;
+  p.dtype = dtype;
+  p.causal = causal;
+  p.seqlens_k = std::move(seqlens_k);
+  p.dropout = dropout;
+  p.seed = static_cast<uint64_t>(sq * 131 + sk * 7 + dim);
+  return p;
+}
+
+inline std::vector<attn::Problem> matrix() {
+  using attn::DType;
+  const DType f16 = DType::fp16, b16 = DType::bf16;
+  std::vector<attn::Problem> m = {
+      // Single query and single key.
+      make(1, 2, 2, 1, 1, 64, f16, false),
+      make(1, 2, 1, 1, 17, 80, b16, true),
+      make(2, 2, 2, 17, 1, 96, f16, true),  // Sq > Sk causal: most rows see no key
+      // Odd lengths, not multiples of any tile.
+      make(1, 2, 2, 17, 17, 128, b16, false),
+      make(2, 4, 2, 129, 129, 64, f16, true),     // GQA
+      make(1, 2, 2, 129, 129, 80, b16, false, {}, 0.2f),  // dropout
+      make(1, 3, 1, 129, 17, 96, f16, false),     // Sq != Sk, GQA 3:1
+      make(1, 2, 2, 17, 129, 128, f16, true),     // causal, Sq < Sk (bottom-right)
+      // Per-batch key lengths, including an empty batch.
+      make(3, 2, 2, 33, 129, 64, b16, false, {129, 0, 50}),
+      make(3, 2, 1, 65, 100, 96, f16, true, {100, 1, 0}, 0.1f),
+      // Long: 1000.
+      make(1, 2, 1, 1000, 1000, 64, f16, true),
+      make(1, 1, 1, 1000, 1000, 128, b16, false, {}, 0.1f),
+      make(2, 2, 2, 100, 1000, 80, f16, false, {1000, 999}),
+  };
+  attn::Problem scaled = make(1, 2, 2, 40, 60, 96, b16, true);
+  scaled.scale = 0.3f;
+  m.push_back(scaled);
+  return m;
+}
+
+}  // namespace attn_test

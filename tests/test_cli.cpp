@@ -1,0 +1,132 @@
+// The shared command line and the exit-code contract: 0 ran and passed, 1 ran and failed its
+// check, 2 invalid input or unavailable backend, always with a one-line reason.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/cli.h"
+#include "common/harness.h"
+#include "common/tensors.h"
+
+namespace {
+
+struct Run {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+Run run(const std::string& args) {
+  const std::string log = "/tmp/attn_cli_test_" + std::to_string(::getpid()) + ".log";
+  const std::string cmd = std::string(ATTN_BIN_DIR) + "/step0_reference " + args + " >" + log + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::remove(log.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
+}
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("cli: the acceptance example runs and passes (exit 0)", "[cli]") {
+  const Run r = run("--seq 129 --dim 80 --causal --dtype bf16");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("check PASSED"));
+}
+
+TEST_CASE("cli: invalid input exits 2 with one line", "[cli]") {
+  for (const char* args : {"--dim 0", "--heads 6 --heads-kv 4", "--dropout 1.5", "--seq abc",
+                           "--no-such-flag", "--dtype fp8", "--backend gpu", "--backend tpu",
+                           "--seqlens-k 5,6", "--seq 8 --seqlen-q 4", "--iters 0",
+                           "--schedule sideways", "--heads-kv 0"}) {
+    INFO(args);
+    const Run r = run(args);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::StartsWith("step0_reference: "));
+  }
+}
+
+TEST_CASE("cli: --help exits 0 and lists the shared flags", "[cli]") {
+  const Run r = run("--help");
+  CHECK(r.code == 0);
+  for (const char* flag : {"--backend", "--batch", "--heads", "--heads-kv", "--seqlen-q",
+                           "--seqlen-k", "--seq", "--dim", "--dtype", "--causal", "--seqlens-k",
+                           "--dropout", "--seed", "--scale", "--iters", "--warmup", "--csv",
+                           "--no-check"})
+    CHECK_THAT(r.out, Catch::Contains(flag));
+}
+
+TEST_CASE("cli: flags reach the problem", "[cli]") {
+  attn::Options o;
+  const char* argv[] = {"x", "--batch", "3", "--heads", "8", "--heads-kv", "2",
+                        "--seqlen-q", "5", "--seqlen-k", "9", "--dim", "96",
+                        "--dtype", "bf16", "--causal", "--seqlens-k", "9,0,4",
+                        "--dropout", "0.25", "--seed", "42", "--scale", "0.5",
+                        "--iters", "3", "--warmup", "0", "--no-check", "--csv", "out.csv"};
+  const auto r = attn::parse_cli(static_cast<int>(std::size(argv)), argv, "x", o);
+  REQUIRE(r.exit_code == -1);
+  const attn::Problem& p = o.problem;
+  CHECK(p.batch == 3);
+  CHECK(p.heads == 8);
+  CHECK(p.kv_heads() == 2);
+  CHECK(p.seqlen_q == 5);
+  CHECK(p.seqlen_k == 9);
+  CHECK(p.dim == 96);
+  CHECK(p.dtype == attn::DType::bf16);
+  CHECK(p.causal);
+  CHECK(p.seqlens_k == std::vector<int>{9, 0, 4});
+  CHECK(p.dropout == 0.25f);
+  CHECK(p.seed == 42);
+  CHECK(p.softmax_scale() == 0.5f);
+  CHECK(o.iters == 3);
+  CHECK(o.warmup == 0);
+  CHECK_FALSE(o.check);
+  CHECK(o.csv == "out.csv");
+}
+
+namespace {
+// A step that computes nothing useful: O = 0, LSE = 0.
+void wrong_step(const attn::AttentionParams& p, attn::RunContext&) {
+  const int64_t n = int64_t(p.batch) * p.heads * p.seqlen_q;
+  auto* o = static_cast<attn::Bits16*>(p.o);
+  for (int64_t x = 0; x < n * p.dim; ++x) o[x] = 0;
+  for (int64_t x = 0; x < n; ++x) p.lse[x] = 0.0f;
+}
+}  // namespace
+
+TEST_CASE("cli: a step that fails its check exits 1", "[cli]") {
+  const char* argv[] = {"wrong_step", "--seq", "16", "--iters", "1"};
+  const int code = attn::step_main(5, const_cast<char**>(argv), {.name = "wrong_step", .cpu = &wrong_step});
+  CHECK(code == 1);
+}
+
+TEST_CASE("cli: --csv appends a row, and --no-check still records the run", "[cli]") {
+  const std::string csv = "/tmp/attn_cli_test_" + std::to_string(::getpid()) + ".csv";
+  std::remove(csv.c_str());
+  CHECK(run("--seq 17 --csv " + csv).code == 0);
+  CHECK(run("--seq 17 --no-check --csv " + csv).code == 0);
+  std::ifstream in(csv);
+  std::string header, a, b;
+  std::getline(in, header);
+  std::getline(in, a);
+  std::getline(in, b);
+  CHECK(header.rfind("step,backend,", 0) == 0);
+  CHECK(a.rfind("step0_reference,cpu,", 0) == 0);
+  CHECK_THAT(a, Catch::Contains(",1,1,"));  // checked, passed
+  CHECK_THAT(b, Catch::Contains(",0,,"));   // not checked, passed left empty
+  std::remove(csv.c_str());
+}

@@ -1,0 +1,126 @@
+// The online-softmax state: the invariant, merge, -inf handling and overflow safety.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "common/online_softmax.h"
+
+namespace os = online_softmax;
+
+namespace {
+
+// Streams `s` in blocks of `block` and returns the state.
+os::State<double> stream(const std::vector<double>& s, size_t block) {
+  auto st = os::init<double>();
+  for (size_t j0 = 0; j0 < s.size(); j0 += block) {
+    double mx = -INFINITY;
+    for (size_t j = j0; j < std::min(s.size(), j0 + block); ++j) mx = std::max(mx, s[j]);
+    os::rescale_to(st, mx);
+    for (size_t j = j0; j < std::min(s.size(), j0 + block); ++j) st.l += os::prob(st, s[j]);
+  }
+  return st;
+}
+
+double direct_lse(const std::vector<double>& s) {
+  double mx = -INFINITY, l = 0;
+  for (double x : s) mx = std::max(mx, x);
+  for (double x : s) l += std::exp(x - mx);
+  return mx + std::log(l);
+}
+
+}  // namespace
+
+TEST_CASE("streaming gives the softmax normaliser for any block size", "[online_softmax]") {
+  std::mt19937 rng(1);
+  std::normal_distribution<double> n(3.0, 4.0);
+  std::vector<double> s(300);
+  for (double& x : s) x = n(rng);
+  for (size_t block : {1, 7, 64, 300}) {
+    INFO("block " << block);
+    CHECK(os::lse(stream(s, block)) == Approx(direct_lse(s)).epsilon(1e-13));
+  }
+}
+
+TEST_CASE("the accumulator rescale keeps acc / l equal to softmax . v", "[online_softmax]") {
+  const std::vector<double> s = {0.5, 3.0, -1.0, 10.0, 2.0};
+  const std::vector<double> v = {1.0, 2.0, 3.0, 4.0, 5.0};
+  auto st = os::init<double>();
+  double acc = 0;
+  for (size_t j = 0; j < s.size(); ++j) {
+    acc *= os::rescale_to(st, s[j]);
+    const double p = os::prob(st, s[j]);
+    st.l += p;
+    acc += p * v[j];
+    // After every key: acc / l = sum softmax(s_0..j) v.
+    double num = 0, den = 0;
+    for (size_t k = 0; k <= j; ++k) num += std::exp(s[k]) * v[k], den += std::exp(s[k]);
+    CHECK(acc * os::inv_sum(st) == Approx(num / den).epsilon(1e-14));
+  }
+}
+
+TEST_CASE("merge is order independent within rounding", "[online_softmax]") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-20.0f, 20.0f);
+  std::vector<os::State<float>> parts;
+  for (int k = 0; k < 8; ++k) {
+    auto st = os::init<float>();
+    const float mx = u(rng);
+    os::rescale_to(st, mx);
+    st.l = 1.0f + 3.0f * (k % 3);
+    parts.push_back(st);
+  }
+  parts.push_back(os::init<float>());  // an empty partial state merges as the identity
+  float a, b;
+  auto fold = [&](auto begin, auto end) {
+    auto acc = os::init<float>();
+    for (auto it = begin; it != end; ++it) acc = os::merge(acc, *it, a, b);
+    return acc;
+  };
+  const auto fwd = fold(parts.begin(), parts.end());
+  const auto rev = fold(parts.rbegin(), parts.rend());
+  CHECK(fwd.m == rev.m);
+  CHECK(os::lse(fwd) == Approx(os::lse(rev)).epsilon(1e-6));
+}
+
+TEST_CASE("a row with no visible key: O = 0 and LSE = -inf, never NaN", "[online_softmax]") {
+  auto st = os::init<float>();
+  const float alpha = os::rescale_to(st, -INFINITY);  // a block in which every score is masked
+  CHECK(alpha == 1.0f);
+  CHECK(os::prob(st, -INFINITY) == 0.0f);
+  CHECK(st.l == 0.0f);
+  CHECK(os::lse(st) == -std::numeric_limits<float>::infinity());
+  CHECK(os::inv_sum(st) == 0.0f);
+  float acc = 0.0f;
+  CHECK(acc * os::inv_sum(st) == 0.0f);
+}
+
+TEST_CASE("masked scores inside a block contribute nothing", "[online_softmax]") {
+  auto st = os::init<float>();
+  os::rescale_to(st, 2.0f);
+  CHECK(os::prob(st, -INFINITY) == 0.0f);
+  st.l += os::prob(st, 2.0f);
+  CHECK(os::lse(st) == Approx(2.0f));
+}
+
+TEST_CASE("large logits do not overflow", "[online_softmax]") {
+  auto st = os::init<float>();
+  for (float s : {1000.0f, 1000.5f, 999.0f, 88.0f, 3000.0f}) {
+    const float alpha = os::rescale_to(st, s);
+    CHECK(std::isfinite(alpha));
+    st.l += os::prob(st, s);
+  }
+  CHECK(std::isfinite(st.l));
+  CHECK(os::lse(st) == Approx(3000.0f));
+  // exp(3000) overflows any float; the state never forms it.
+}
+
+TEST_CASE("the first visible block after masked ones starts cleanly", "[online_softmax]") {
+  auto st = os::init<float>();
+  CHECK(os::rescale_to(st, -INFINITY) == 1.0f);
+  const float alpha = os::rescale_to(st, 5.0f);
+  CHECK(alpha == 0.0f);  // nothing was accumulated: any value is fine, but never NaN
+  st.l += os::prob(st, 5.0f);
+  CHECK(st.l == 1.0f);
+}
