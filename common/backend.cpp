@@ -137,7 +137,10 @@ std::unique_ptr<Backend> make_gpu_backend(std::string& why_not) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    why_not = std::string("no usable CUDA device (") + cudaGetErrorString(err) + ")";
+    int driver = 0;
+    cudaDriverGetVersion(&driver);
+    why_not = driver == 0 ? std::string("no CUDA device (no NVIDIA driver is loaded)")
+                          : std::string("no usable CUDA device (") + cudaGetErrorString(err) + ")";
     cudaGetLastError();  // clear the sticky error
     return nullptr;
   }

@@ -85,6 +85,10 @@ std::string validate(const Problem& p) {
         return "--seqlens-k " + std::to_string(len) + ": each key length must be in [0, seqlen_k=" +
                std::to_string(p.seqlen_k) + "]";
   }
+  if (int64_t(p.batch) * p.heads > 65535)
+    return "--batch " + std::to_string(p.batch) + " --heads " + std::to_string(p.heads) +
+           ": batch * heads must be at most 65535 (the kernels give each (batch, head) one grid "
+           "index in a dimension limited to 65535)";
   // Kernels index with 32-bit element offsets inside one (batch, head) and 64-bit across them;
   // keep every tensor below 2^31 elements so that no index can overflow.
   constexpr int64_t kMaxElements = int64_t(1) << 31;
