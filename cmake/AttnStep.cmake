@@ -17,14 +17,15 @@ function(attn_warnings target)
     $<$<COMPILE_LANGUAGE:CUDA>:${ATTN_CUDA_WARNINGS}>)
 endfunction()
 
-# attn_add_step(<name> KERNEL <kernel.cu> MAIN <main.cpp>)
+# attn_add_step(<name> KERNEL <kernel.cu> INFO <step.cpp> MAIN <main.cpp>)
 #
-# Compiles the kernel file twice and links both copies into one executable:
+# Compiles the kernel file twice:
 #   <name>_gpu: nvcc, for CMAKE_CUDA_ARCHITECTURES (namespace <step>::gpu);
-#   <name>_cpu: the host compiler against the SIMT backend (namespace <step>::cpu).
-# main.cpp picks one at run time (--backend).
+#   <name>_cpu: the host compiler against the SIMT backend (namespace <step>::cpu);
+# and links both, with the step's StepInfo (INFO), into the library <name>_lib that the step's
+# executable and the tests use. The executable picks a copy at run time (--backend).
 function(attn_add_step name)
-  cmake_parse_arguments(ARG "" "KERNEL;MAIN" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "KERNEL;INFO;MAIN" "" ${ARGN})
   set(kernel ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_KERNEL})
 
   add_library(${name}_gpu OBJECT ${ARG_KERNEL})
@@ -38,8 +39,13 @@ function(attn_add_step name)
   target_link_libraries(${name}_cpu PRIVATE attn_kernel_deps attn_simt)
   attn_warnings(${name}_cpu)
 
+  add_library(${name}_lib STATIC ${ARG_INFO} $<TARGET_OBJECTS:${name}_gpu>
+              $<TARGET_OBJECTS:${name}_cpu>)
+  target_link_libraries(${name}_lib PUBLIC attn_common)
+  attn_warnings(${name}_lib)
+
   add_executable(${name} ${ARG_MAIN})
-  target_link_libraries(${name} PRIVATE attn_common ${name}_gpu ${name}_cpu)
+  target_link_libraries(${name} PRIVATE ${name}_lib)
   attn_warnings(${name})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 endfunction()

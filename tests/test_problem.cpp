@@ -38,7 +38,8 @@ TEST_CASE("each invalid input is rejected with a message naming its flag", "[pro
       {"scale inf", [](Problem& p) { p.scale = INFINITY; }, "--scale"},
       {"seqlens count", [](Problem& p) { p.seqlens_k = {3}; }, "expected 2 key lengths"},
       {"seqlens range", [](Problem& p) { p.seqlens_k = {3, 17}; }, "--seqlens-k 17"},
-      {"too large", [](Problem& p) { p.batch = 1 << 20, p.seqlen_q = 1 << 12; }, "too large"},
+      {"too large", [](Problem& p) { p.heads = 8, p.seqlen_q = 1 << 20, p.dim = 256; }, "too large"},
+      {"grid", [](Problem& p) { p.batch = 1 << 14, p.heads = 8; }, "at most 65535"},
   };
   for (const Case& c : cases) {
     INFO(c.name);

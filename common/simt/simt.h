@@ -88,11 +88,12 @@ T shuffle_as(const char* kind, ShflMode mode, uint32_t mask, T var, uint32_t b, 
              const where_t& where) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8,
                 "warp shuffles move values of at most 8 bytes");
+  // Byte copies through void*: T may be a class such as __half (trivially copyable).
   uint64_t bits = 0;
-  std::memcpy(&bits, &var, sizeof(T));
+  std::memcpy(&bits, static_cast<const void*>(&var), sizeof(T));
   bits = shuffle(kind, mode, mask, bits, b, width, where);
   T out;
-  std::memcpy(&out, &bits, sizeof(T));
+  std::memcpy(static_cast<void*>(&out), &bits, sizeof(T));
   return out;
 }
 
