@@ -33,10 +33,10 @@ struct AttentionParams {
   int dim;
   DType dtype;
 
-  float scale;      // softmax scale applied to q.k
-  bool causal;      // bottom-right aligned when seqlen_q != key length
-  float dropout;    // probability of dropping an element of P, in [0, 1)
-  uint64_t seed;    // dropout Philox key
+  float scale;    // softmax scale applied to q.k
+  bool causal;    // bottom-right aligned when seqlen_q != key length
+  float dropout;  // probability of dropping an element of P, in [0, 1)
+  uint64_t seed;  // dropout Philox key
 };
 
 // Number of keys batch b really has.
@@ -54,6 +54,8 @@ ATTN_HD int visible_keys_end(int i, int seqlen_q, int len_k, bool causal) {
 }
 
 // Grouped-query attention: query head h reads key/value head h / (heads / heads_kv).
-ATTN_HD int kv_head(const AttentionParams& p, int h) { return h / (p.heads / p.heads_kv); }
+ATTN_HD int kv_head(const AttentionParams& p, int h) {
+  return h / (p.heads / p.heads_kv);
+}
 
 }  // namespace attn

@@ -131,7 +131,9 @@ class GpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
 
 std::unique_ptr<Backend> make_gpu_backend(std::string& why_not) {
   int count = 0;

@@ -53,8 +53,8 @@ CheckResult check_outputs(const Problem& p, const std::vector<Bits16>& o,
     if (!(err <= tol.atol + tol.rtol * std::fabs(want))) {  // false for NaN
       ++r.bad_o;
       std::ostringstream os;
-      os << "O" << where(p, row, d) << " = " << got << ", reference " << want << " (|err| "
-         << err << " > " << tol.atol << " + " << tol.rtol << "*|ref|)";
+      os << "O" << where(p, row, d) << " = " << got << ", reference " << want << " (|err| " << err
+         << " > " << tol.atol << " + " << tol.rtol << "*|ref|)";
       fail(os.str());
     }
   }

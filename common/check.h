@@ -38,11 +38,11 @@ constexpr uint8_t kPoisonByte = 0xFF;
 
 struct CheckResult {
   bool passed = true;
-  double max_abs_err = 0;   // over finite O elements
-  double lse_max_err = 0;   // max |lse - ref| over rows where both are finite
-  int64_t bad_o = 0;        // O elements outside tolerance (NaN included)
+  double max_abs_err = 0;  // over finite O elements
+  double lse_max_err = 0;  // max |lse - ref| over rows where both are finite
+  int64_t bad_o = 0;       // O elements outside tolerance (NaN included)
   int64_t bad_lse = 0;
-  int64_t unwritten = 0;    // O or LSE elements still holding the poison pattern
+  int64_t unwritten = 0;      // O or LSE elements still holding the poison pattern
   std::string first_failure;  // one line naming the first bad element, empty when passed
 };
 

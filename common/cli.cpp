@@ -8,8 +8,9 @@
 namespace attn {
 
 CliResult parse_cli(int argc, const char* const* argv, const std::string& program, Options& out) {
-  CLI::App app{program + ": attention O = softmax(scale * Q K^T + mask) V, checked against an "
-                         "FP64 reference",
+  CLI::App app{program +
+                   ": attention O = softmax(scale * Q K^T + mask) V, checked against an "
+                   "FP64 reference",
                program};
   Problem& p = out.problem;
   int seq = 0;

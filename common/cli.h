@@ -9,7 +9,7 @@ namespace attn {
 
 struct Options {
   Problem problem;
-  std::string backend = "auto";  // auto | gpu | cpu
+  std::string backend = "auto";      // auto | gpu | cpu
   std::string schedule = "forward";  // CPU backend fiber order: forward | reverse | random[:SEED]
   int iters = 5;
   int warmup = 1;

@@ -72,7 +72,8 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     else
       be = make_gpu_backend(why_not);
     if (!be && opt.backend == "gpu") return invalid(step.name + ": --backend gpu: " + why_not);
-    if (!be && step.gpu != nullptr) out.message = "note: " + why_not + "; running on the CPU backend";
+    if (!be && step.gpu != nullptr)
+      out.message = "note: " + why_not + "; running on the CPU backend";
   }
   if (!be) {
     be = make_cpu_backend();
@@ -114,13 +115,23 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     be->poison(dev.o, qo_bytes);
     be->poison(dev.lse, lse_bytes);
 
-    const AttentionParams params{dev.q,        dev.k,       dev.v,
-                                 dev.o,        static_cast<float*>(dev.lse),
+    const AttentionParams params{dev.q,
+                                 dev.k,
+                                 dev.v,
+                                 dev.o,
+                                 static_cast<float*>(dev.lse),
                                  static_cast<const int*>(dev.lens),
-                                 p.batch,      p.heads,     p.kv_heads(),
-                                 p.seqlen_q,   p.seqlen_k,  p.dim,
-                                 p.dtype,      p.softmax_scale(),
-                                 p.causal,     p.dropout,   p.seed};
+                                 p.batch,
+                                 p.heads,
+                                 p.kv_heads(),
+                                 p.seqlen_q,
+                                 p.seqlen_k,
+                                 p.dim,
+                                 p.dtype,
+                                 p.softmax_scale(),
+                                 p.causal,
+                                 p.dropout,
+                                 p.seed};
     RunContext ctx(*be);
 
     // The checked run: outputs start poisoned, so anything left unwritten is caught.
@@ -166,9 +177,9 @@ int step_main(int argc, char** argv, const StepInfo& step) {
   if (!r.message.empty()) std::cerr << r.message << "\n";
   if (!r.ran) return r.exit_code;
   std::cout << (opt.quiet ? "" : format_result(r.row) + "\n");
-  if (opt.quiet) std::cout << csv_escape(r.row.step) << " " << r.row.time_ms << " ms "
-                           << (r.row.checked ? (r.row.check.passed ? "PASSED" : "FAILED") : "unchecked")
-                           << "\n";
+  if (opt.quiet)
+    std::cout << csv_escape(r.row.step) << " " << r.row.time_ms << " ms "
+              << (r.row.checked ? (r.row.check.passed ? "PASSED" : "FAILED") : "unchecked") << "\n";
   if (!opt.csv.empty()) {
     if (const std::string err = append_csv(opt.csv, r.row); !err.empty()) {
       std::cerr << step.name << ": " << err << "\n";
@@ -181,5 +192,7 @@ int step_main(int argc, char** argv, const StepInfo& step) {
 }  // namespace attn
 
 namespace attn {
-std::string cuda_toolkit_version() { return ATTN_CUDA_TOOLKIT_VERSION; }
+std::string cuda_toolkit_version() {
+  return ATTN_CUDA_TOOLKIT_VERSION;
+}
 }  // namespace attn

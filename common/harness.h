@@ -17,8 +17,8 @@ namespace attn {
 
 struct StepInfo {
   std::string name;
-  StepFn cpu;                  // on the CPU: host code, or the kernels on the SIMT backend
-  StepFn gpu = nullptr;        // nullptr: the step has no GPU version
+  StepFn cpu;                       // on the CPU: host code, or the kernels on the SIMT backend
+  StepFn gpu = nullptr;             // nullptr: the step has no GPU version
   std::vector<int> head_dims = {};  // supported head dims; empty: any the reference supports
 };
 

@@ -27,7 +27,8 @@ void launch(void (*kernel)(Params...), const LaunchConfig& cfg, const Args&... a
   kernel<<<cfg.grid, cfg.block, cfg.smem_bytes>>>(args...);
   ATTN_CUDA_CHECK(cudaGetLastError());
 #else
-  simt::launch(cfg.grid, cfg.block, cfg.smem_bytes, [&] { kernel(args...); }, cfg.where);
+  simt::launch(
+      cfg.grid, cfg.block, cfg.smem_bytes, [&] { kernel(args...); }, cfg.where);
 #endif
 }
 

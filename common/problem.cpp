@@ -9,9 +9,15 @@ float Problem::softmax_scale() const {
   return scale ? *scale : 1.0f / std::sqrt(static_cast<float>(dim));
 }
 
-int64_t Problem::q_elements() const { return int64_t(batch) * heads * seqlen_q * dim; }
-int64_t Problem::kv_elements() const { return int64_t(batch) * kv_heads() * seqlen_k * dim; }
-int64_t Problem::lse_elements() const { return int64_t(batch) * heads * seqlen_q; }
+int64_t Problem::q_elements() const {
+  return int64_t(batch) * heads * seqlen_q * dim;
+}
+int64_t Problem::kv_elements() const {
+  return int64_t(batch) * kv_heads() * seqlen_k * dim;
+}
+int64_t Problem::lse_elements() const {
+  return int64_t(batch) * heads * seqlen_q;
+}
 
 int64_t Problem::visible_pairs() const {
   int64_t pairs = 0;
@@ -22,9 +28,13 @@ int64_t Problem::visible_pairs() const {
   return pairs * heads;
 }
 
-double Problem::flops() const { return 4.0 * dim * static_cast<double>(visible_pairs()); }
+double Problem::flops() const {
+  return 4.0 * dim * static_cast<double>(visible_pairs());
+}
 
-const char* dtype_name(DType t) { return t == DType::fp16 ? "fp16" : "bf16"; }
+const char* dtype_name(DType t) {
+  return t == DType::fp16 ? "fp16" : "bf16";
+}
 
 std::optional<DType> parse_dtype(const std::string& s) {
   if (s == "fp16") return DType::fp16;
@@ -78,12 +88,12 @@ std::string validate(const Problem& p) {
     return "--scale: must be a finite non-zero number";
   if (!p.seqlens_k.empty()) {
     if (static_cast<int>(p.seqlens_k.size()) != p.batch)
-      return "--seqlens-k: expected " + std::to_string(p.batch) + " key lengths (one per batch), got " +
-             std::to_string(p.seqlens_k.size());
+      return "--seqlens-k: expected " + std::to_string(p.batch) +
+             " key lengths (one per batch), got " + std::to_string(p.seqlens_k.size());
     for (int len : p.seqlens_k)
       if (len < 0 || len > p.seqlen_k)
-        return "--seqlens-k " + std::to_string(len) + ": each key length must be in [0, seqlen_k=" +
-               std::to_string(p.seqlen_k) + "]";
+        return "--seqlens-k " + std::to_string(len) +
+               ": each key length must be in [0, seqlen_k=" + std::to_string(p.seqlen_k) + "]";
   }
   if (int64_t(p.batch) * p.heads > 65535)
     return "--batch " + std::to_string(p.batch) + " --heads " + std::to_string(p.heads) +

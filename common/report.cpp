@@ -8,11 +8,10 @@ namespace attn {
 
 const std::vector<std::string>& csv_columns() {
   static const std::vector<std::string> cols = {
-      "step",      "backend",    "device",  "dtype",       "batch",       "heads",
-      "heads_kv",  "seqlen_q",   "seqlen_k", "seqlens_k",  "dim",         "causal",
-      "dropout",   "scale",      "seed",    "iters",       "time_ms",     "tflops",
-      "flops",     "max_abs_err", "lse_max_err", "checked", "passed",     "schedule",
-      "commit",    "toolkit",    "driver",  "timestamp"};
+      "step",     "backend",  "device",    "dtype",  "batch",   "heads",       "heads_kv",
+      "seqlen_q", "seqlen_k", "seqlens_k", "dim",    "causal",  "dropout",     "scale",
+      "seed",     "iters",    "time_ms",   "tflops", "flops",   "max_abs_err", "lse_max_err",
+      "checked",  "passed",   "schedule",  "commit", "toolkit", "driver",      "timestamp"};
   return cols;
 }
 
@@ -36,7 +35,8 @@ std::string csv_escape(const std::string& s) {
 std::vector<std::string> csv_fields(const ResultRow& r) {
   const Problem& p = r.problem;
   std::string lens;
-  for (size_t b = 0; b < p.seqlens_k.size(); ++b) lens += (b ? ";" : "") + std::to_string(p.seqlens_k[b]);
+  for (size_t b = 0; b < p.seqlens_k.size(); ++b)
+    lens += (b ? ";" : "") + std::to_string(p.seqlens_k[b]);
   return {r.step,
           r.backend,
           r.device,

@@ -33,9 +33,8 @@ void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, D
   const r123::Philox4x32::key_type key = {
       {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
   for (int64_t base = 0; base < n; base += 4) {
-    const r123::Philox4x32::ctr_type ctr = {{static_cast<uint32_t>(base >> 2),
-                                             static_cast<uint32_t>(base >> 34), stream,
-                                             0x5eed1234u}};
+    const r123::Philox4x32::ctr_type ctr = {
+        {static_cast<uint32_t>(base >> 2), static_cast<uint32_t>(base >> 34), stream, 0x5eed1234u}};
     const auto words = rng(ctr, key);
     for (int w = 0; w < 4 && base + w < n; ++w)
       out[base + w] = to_bits(0.5f + r123::uneg11<float>(words[w]), t);

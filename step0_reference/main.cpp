@@ -5,5 +5,6 @@ void streaming_attention(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 
 int main(int argc, char** argv) {
-  return attn::step_main(argc, argv, {.name = "step0_reference", .cpu = &step0::streaming_attention});
+  return attn::step_main(argc, argv,
+                         {.name = "step0_reference", .cpu = &step0::streaming_attention});
 }

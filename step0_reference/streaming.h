@@ -21,8 +21,8 @@ void streaming_attention(const attn::AttentionParams& p, attn::RunContext& ctx);
 // row's true maximum M in advance (a streaming algorithm cannot), so it never rescales:
 //     L = sum_j exp(s_j - M),   U = sum_j exp(s_j - M) * keep_j * v_j     (in double).
 struct InvariantCheck {
-  double M;                  // the row's maximum visible score
-  std::vector<double> U;     // D entries
+  double M;               // the row's maximum visible score
+  std::vector<double> U;  // D entries
   double L = 0;
   float seen_max = -INFINITY;
 

@@ -86,8 +86,8 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
                  {dim3((p.seqlen_k + 31) / 32, (p.seqlen_q + 7) / 8, bh), s_block}, p, S);
     attn::launch(softmax_kernel, {dim3(static_cast<unsigned>((rows + 127) / 128)), dim3(128)}, p,
                  S);
-    attn::launch(output_kernel<T>, {dim3((p.dim + 31) / 32, (p.seqlen_q + 7) / 8, bh), o_block},
-                 p, static_cast<const float*>(S));
+    attn::launch(output_kernel<T>, {dim3((p.dim + 31) / 32, (p.seqlen_q + 7) / 8, bh), o_block}, p,
+                 static_cast<const float*>(S));
   });
 }
 

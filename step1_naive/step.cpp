@@ -10,5 +10,7 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 
 // Any head dim the reference supports: the kernels loop over D at run time.
-attn::StepInfo info() { return {.name = "step1_naive", .cpu = &cpu::run, .gpu = &gpu::run}; }
+attn::StepInfo info() {
+  return {.name = "step1_naive", .cpu = &cpu::run, .gpu = &gpu::run};
+}
 }  // namespace step1

@@ -38,10 +38,10 @@ inline std::vector<attn::Problem> matrix() {
       make(2, 2, 2, 17, 1, 96, f16, true),  // Sq > Sk causal: most rows see no key
       // Odd lengths, not multiples of any tile.
       make(1, 2, 2, 17, 17, 128, b16, false),
-      make(2, 4, 2, 129, 129, 64, f16, true),     // GQA
+      make(2, 4, 2, 129, 129, 64, f16, true),             // GQA
       make(1, 2, 2, 129, 129, 80, b16, false, {}, 0.2f),  // dropout
-      make(1, 3, 1, 129, 17, 96, f16, false),     // Sq != Sk, GQA 3:1
-      make(1, 2, 2, 17, 129, 128, f16, true),     // causal, Sq < Sk (bottom-right)
+      make(1, 3, 1, 129, 17, 96, f16, false),             // Sq != Sk, GQA 3:1
+      make(1, 2, 2, 17, 129, 128, f16, true),             // causal, Sq < Sk (bottom-right)
       // Per-batch key lengths, including an empty batch.
       make(3, 2, 2, 33, 129, 64, b16, false, {129, 0, 50}),
       make(3, 2, 1, 65, 100, 96, f16, true, {100, 1, 0}, 0.1f),

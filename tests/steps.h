@@ -11,5 +11,7 @@ attn::StepInfo info();
 }
 
 namespace attn_test {
-inline std::vector<attn::StepInfo> kernel_steps() { return {step1::info()}; }
+inline std::vector<attn::StepInfo> kernel_steps() {
+  return {step1::info()};
+}
 }  // namespace attn_test

@@ -22,7 +22,8 @@ struct Run {
 
 Run run(const std::string& args) {
   const std::string log = "/tmp/attn_cli_test_" + std::to_string(::getpid()) + ".log";
-  const std::string cmd = std::string(ATTN_BIN_DIR) + "/step0_reference " + args + " >" + log + " 2>&1";
+  const std::string cmd =
+      std::string(ATTN_BIN_DIR) + "/step0_reference " + args + " >" + log + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream in(log);
   std::stringstream ss;
@@ -47,10 +48,10 @@ TEST_CASE("cli: the acceptance example runs and passes (exit 0)", "[cli]") {
 }
 
 TEST_CASE("cli: invalid input exits 2 with one line", "[cli]") {
-  for (const char* args : {"--dim 0", "--heads 6 --heads-kv 4", "--dropout 1.5", "--seq abc",
-                           "--no-such-flag", "--dtype fp8", "--backend gpu", "--backend tpu",
-                           "--seqlens-k 5,6", "--seq 8 --seqlen-q 4", "--iters 0",
-                           "--schedule sideways", "--heads-kv 0"}) {
+  for (const char* args :
+       {"--dim 0", "--heads 6 --heads-kv 4", "--dropout 1.5", "--seq abc", "--no-such-flag",
+        "--dtype fp8", "--backend gpu", "--backend tpu", "--seqlens-k 5,6", "--seq 8 --seqlen-q 4",
+        "--iters 0", "--schedule sideways", "--heads-kv 0"}) {
     INFO(args);
     const Run r = run(args);
     INFO(r.out);
@@ -63,20 +64,21 @@ TEST_CASE("cli: invalid input exits 2 with one line", "[cli]") {
 TEST_CASE("cli: --help exits 0 and lists the shared flags", "[cli]") {
   const Run r = run("--help");
   CHECK(r.code == 0);
-  for (const char* flag : {"--backend", "--batch", "--heads", "--heads-kv", "--seqlen-q",
-                           "--seqlen-k", "--seq", "--dim", "--dtype", "--causal", "--seqlens-k",
-                           "--dropout", "--seed", "--scale", "--iters", "--warmup", "--csv",
-                           "--no-check"})
+  for (const char* flag :
+       {"--backend", "--batch", "--heads", "--heads-kv", "--seqlen-q", "--seqlen-k", "--seq",
+        "--dim", "--dtype", "--causal", "--seqlens-k", "--dropout", "--seed", "--scale", "--iters",
+        "--warmup", "--csv", "--no-check"})
     CHECK_THAT(r.out, Catch::Contains(flag));
 }
 
 TEST_CASE("cli: flags reach the problem", "[cli]") {
   attn::Options o;
-  const char* argv[] = {"x", "--batch", "3", "--heads", "8", "--heads-kv", "2",
-                        "--seqlen-q", "5", "--seqlen-k", "9", "--dim", "96",
-                        "--dtype", "bf16", "--causal", "--seqlens-k", "9,0,4",
-                        "--dropout", "0.25", "--seed", "42", "--scale", "0.5",
-                        "--iters", "3", "--warmup", "0", "--no-check", "--csv", "out.csv"};
+  const char* argv[] = {
+      "x",          "--batch",  "3",           "--heads", "8",         "--heads-kv", "2",
+      "--seqlen-q", "5",        "--seqlen-k",  "9",       "--dim",     "96",         "--dtype",
+      "bf16",       "--causal", "--seqlens-k", "9,0,4",   "--dropout", "0.25",       "--seed",
+      "42",         "--scale",  "0.5",         "--iters", "3",         "--warmup",   "0",
+      "--no-check", "--csv",    "out.csv"};
   const auto r = attn::parse_cli(static_cast<int>(std::size(argv)), argv, "x", o);
   REQUIRE(r.exit_code == -1);
   const attn::Problem& p = o.problem;
@@ -110,7 +112,8 @@ void wrong_step(const attn::AttentionParams& p, attn::RunContext&) {
 
 TEST_CASE("cli: a step that fails its check exits 1", "[cli]") {
   const char* argv[] = {"wrong_step", "--seq", "16", "--iters", "1"};
-  const int code = attn::step_main(5, const_cast<char**>(argv), {.name = "wrong_step", .cpu = &wrong_step});
+  const int code =
+      attn::step_main(5, const_cast<char**>(argv), {.name = "wrong_step", .cpu = &wrong_step});
   CHECK(code == 1);
 }
 

@@ -16,7 +16,9 @@ Problem small() {
 }
 }  // namespace
 
-TEST_CASE("a valid problem passes validation", "[problem]") { CHECK(attn::validate(small()).empty()); }
+TEST_CASE("a valid problem passes validation", "[problem]") {
+  CHECK(attn::validate(small()).empty());
+}
 
 TEST_CASE("each invalid input is rejected with a message naming its flag", "[problem]") {
   struct Case {
@@ -37,8 +39,13 @@ TEST_CASE("each invalid input is rejected with a message naming its flag", "[pro
       {"dropout -0.1", [](Problem& p) { p.dropout = -0.1f; }, "--dropout -0.1"},
       {"scale inf", [](Problem& p) { p.scale = INFINITY; }, "--scale"},
       {"seqlens count", [](Problem& p) { p.seqlens_k = {3}; }, "expected 2 key lengths"},
-      {"seqlens range", [](Problem& p) { p.seqlens_k = {3, 17}; }, "--seqlens-k 17"},
-      {"too large", [](Problem& p) { p.heads = 8, p.seqlen_q = 1 << 20, p.dim = 256; }, "too large"},
+      {"seqlens range",
+       [](Problem& p) {
+         p.seqlens_k = {3, 17};
+       },
+       "--seqlens-k 17"},
+      {"too large", [](Problem& p) { p.heads = 8, p.seqlen_q = 1 << 20, p.dim = 256; },
+       "too large"},
       {"grid", [](Problem& p) { p.batch = 1 << 14, p.heads = 8; }, "at most 65535"},
   };
   for (const Case& c : cases) {

@@ -25,13 +25,14 @@ attn::Reference brute_force(const Problem& p, const attn::HostInputs& in) {
         long double mx = -INFINITY;
         for (int j = 0; j < p.seqlen_k; ++j) {
           const int len = p.key_length(b);
-          const bool visible =
-              j < len && (!p.causal || j <= i + (len - p.seqlen_q));
+          const bool visible = j < len && (!p.causal || j <= i + (len - p.seqlen_q));
           if (!visible) continue;
           long double dot = 0;
           for (int d = 0; d < D; ++d)
-            dot += (long double)attn::from_bits(in.q[((int64_t(b) * p.heads + h) * p.seqlen_q + i) * D + d], p.dtype) *
-                   attn::from_bits(in.k[((int64_t(b) * Hkv + hk) * p.seqlen_k + j) * D + d], p.dtype);
+            dot +=
+                (long double)attn::from_bits(
+                    in.q[((int64_t(b) * p.heads + h) * p.seqlen_q + i) * D + d], p.dtype) *
+                attn::from_bits(in.k[((int64_t(b) * Hkv + hk) * p.seqlen_k + j) * D + d], p.dtype);
           s[j] = p.softmax_scale() * dot;
           mx = std::max(mx, s[j]);
         }

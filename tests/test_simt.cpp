@@ -33,11 +33,17 @@ struct ScheduleGuard {
 // ---- Shuffles: every mode, width and operand, against the CUDA programming guide's wording ----
 
 // CUDA: __shfl_sync reads lane srcLane % width of the caller's width-segment.
-int expect_idx(int lane, int b, int w) { return (lane & ~(w - 1)) + (b % w); }
+int expect_idx(int lane, int b, int w) {
+  return (lane & ~(w - 1)) + (b % w);
+}
 // __shfl_up_sync: lane - delta, unless that leaves the segment (then the caller's own value).
-int expect_up(int lane, int b, int w) { return (lane % w) >= b ? lane - b : lane; }
+int expect_up(int lane, int b, int w) {
+  return (lane % w) >= b ? lane - b : lane;
+}
 // __shfl_down_sync: lane + delta, unless that leaves the segment.
-int expect_down(int lane, int b, int w) { return (lane % w) + b < w ? lane + b : lane; }
+int expect_down(int lane, int b, int w) {
+  return (lane % w) + b < w ? lane + b : lane;
+}
 // __shfl_xor_sync: lane ^ laneMask; reading a later segment returns the caller's own value.
 int expect_xor(int lane, int b, int w) {
   const int src = lane ^ b;
@@ -188,7 +194,8 @@ TEST_CASE("simt: device allocations start poisoned", "[simt]") {
   for (float x : out.get()) CHECK(std::isnan(x));
 }
 
-// ---- Strictness -----------------------------------------------------------------------------------
+// ---- Strictness
+// -----------------------------------------------------------------------------------
 
 namespace {
 __global__ void half_block_returns(float* out) {
@@ -249,7 +256,9 @@ TEST_CASE("simt: a deadlock names every thread and what it waits on", "[simt][st
 }
 
 namespace {
-__global__ void mask_without_self(int* out) { out[threadIdx.x] = __shfl_sync(0x1u, 5, 0); }
+__global__ void mask_without_self(int* out) {
+  out[threadIdx.x] = __shfl_sync(0x1u, 5, 0);
+}
 __global__ void read_exited_lane(int* out) {
   if (threadIdx.x == 3) return;
   out[threadIdx.x] = __shfl_sync(0xffffffffu, int(threadIdx.x), 3);
@@ -314,9 +323,9 @@ __global__ void write_one_past(float* out, int n) {
 
 TEST_CASE("simt: an out-of-bounds write is caught by the guard zones", "[simt][strict]") {
   Buf<float> out(100, "O");
-  CHECK_THROWS_WITH(launch(write_one_past, {dim3(4), dim3(32)}, out.ptr, 100),
-                    Catch::Contains("past the end of buffer 'O'") &&
-                        Catch::Contains("kernel launched at"));
+  CHECK_THROWS_WITH(
+      launch(write_one_past, {dim3(4), dim3(32)}, out.ptr, 100),
+      Catch::Contains("past the end of buffer 'O'") && Catch::Contains("kernel launched at"));
   // The report restores the guard zone: the next launch is clean.
   CHECK_NOTHROW(launch(write_one_past, {dim3(4), dim3(32)}, out.ptr, 99));
 }

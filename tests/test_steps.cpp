@@ -40,15 +40,15 @@ const attn::StepInfo& step_named(const std::string& name) {
 
 }  // namespace
 
-#define STEP_MATRIX_TESTS(NAME)                                                        \
+#define STEP_MATRIX_TESTS(NAME)                                                             \
   TEST_CASE(NAME " passes the matrix on the CPU backend, forward schedule", "[" NAME "]") { \
-    run_matrix(step_named(NAME), "cpu", "forward");                                   \
-  }                                                                                    \
+    run_matrix(step_named(NAME), "cpu", "forward");                                         \
+  }                                                                                         \
   TEST_CASE(NAME " passes the matrix on the CPU backend, random schedule", "[" NAME "]") {  \
-    run_matrix(step_named(NAME), "cpu", "random:7");                                  \
-  }                                                                                    \
-  TEST_CASE(NAME " passes the matrix on the GPU", "[gpu][" NAME "]") {                 \
-    run_matrix(step_named(NAME), "gpu", "forward");                                   \
+    run_matrix(step_named(NAME), "cpu", "random:7");                                        \
+  }                                                                                         \
+  TEST_CASE(NAME " passes the matrix on the GPU", "[gpu][" NAME "]") {                      \
+    run_matrix(step_named(NAME), "gpu", "forward");                                         \
   }
 
 STEP_MATRIX_TESTS("step1_naive")
@@ -63,11 +63,23 @@ TEST_CASE("step1 keeps S and P in global memory: its scratch is Sq x Sk floats",
     bufs.push_back(be->alloc(bytes, "t"));
     return bufs.back();
   };
-  const attn::AttentionParams params{alloc(p.q_elements() * 2), alloc(p.kv_elements() * 2),
-                                     alloc(p.kv_elements() * 2), alloc(p.q_elements() * 2),
-                                     static_cast<float*>(alloc(p.lse_elements() * 4)), nullptr,
-                                     p.batch, p.heads, p.kv_heads(), p.seqlen_q, p.seqlen_k,
-                                     p.dim, p.dtype, p.softmax_scale(), false, 0.0f, 0};
+  const attn::AttentionParams params{alloc(p.q_elements() * 2),
+                                     alloc(p.kv_elements() * 2),
+                                     alloc(p.kv_elements() * 2),
+                                     alloc(p.q_elements() * 2),
+                                     static_cast<float*>(alloc(p.lse_elements() * 4)),
+                                     nullptr,
+                                     p.batch,
+                                     p.heads,
+                                     p.kv_heads(),
+                                     p.seqlen_q,
+                                     p.seqlen_k,
+                                     p.dim,
+                                     p.dtype,
+                                     p.softmax_scale(),
+                                     false,
+                                     0.0f,
+                                     0};
   step_named("step1_naive").cpu(params, ctx);
   CHECK(ctx.scratch_bytes() == size_t(2) * 3 * 17 * 29 * sizeof(float));
   for (void* b : bufs) be->release(b);

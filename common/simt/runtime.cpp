@@ -113,7 +113,9 @@ struct Block {
 thread_local Block* t_block = nullptr;
 thread_local Thread* t_thread = nullptr;
 
-Thread& current_thread() { return *t_thread; }
+Thread& current_thread() {
+  return *t_thread;
+}
 
 std::string loc(const std::source_location& w) {
   std::string file = w.file_name();
@@ -159,7 +161,8 @@ void suspend(Thread& t) {
   t.sched = std::move(t.sched).resume();
 }
 
-// ---- Warp collectives -----------------------------------------------------------------------------
+// ---- Warp collectives
+// -----------------------------------------------------------------------------
 
 // Completes the collective (kind, mask) of `warp` if every non-exited lane of the mask waits in
 // it. Returns whether it completed.
@@ -184,7 +187,8 @@ bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, Collect
   return true;
 }
 
-// ---- Deadlock report ------------------------------------------------------------------------------
+// ---- Deadlock report
+// ------------------------------------------------------------------------------
 
 std::string describe_wait(const Block& blk, const Thread& t) {
   if (t.done) return "exited";
@@ -210,10 +214,8 @@ std::string describe_wait(const Block& blk, const Thread& t) {
       return std::string("wait in ") + t.coll_kind + "(mask " + hex(t.coll_mask) + ") at " +
              loc(t.where) + "; lanes not there: " + (missing.empty() ? "none" : ranges(missing));
     }
-    case Wait::predicate:
-      return std::string("wait for ") + t.what + " at " + loc(t.where);
-    case Wait::none:
-      break;
+    case Wait::predicate: return std::string("wait for ") + t.what + " at " + loc(t.where);
+    case Wait::none: break;
   }
   return "runnable";
 }
@@ -267,7 +269,8 @@ void on_exit(Block& blk, Thread& t) {
   }
 }
 
-// ---- Running a block ------------------------------------------------------------------------------
+// ---- Running a block
+// ------------------------------------------------------------------------------
 
 struct LaunchState {
   dim3 grid, block;
@@ -307,19 +310,19 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
     t.ids.warp = tid / 32;
     Thread* tp = &t;
     const std::function<void()>* body = L.body;
-    t.fiber = ctx::fiber(std::allocator_arg, PooledStack{},
-                         [tp, body](ctx::fiber&& sched) -> ctx::fiber {
-                           tp->sched = std::move(sched);
-                           try {
-                             (*body)();
-                           } catch (const ctx::detail::forced_unwind&) {
-                             throw;
-                           } catch (...) {
-                             tp->error = std::current_exception();
-                           }
-                           tp->done = true;
-                           return std::move(tp->sched);
-                         });
+    t.fiber =
+        ctx::fiber(std::allocator_arg, PooledStack{}, [tp, body](ctx::fiber&& sched) -> ctx::fiber {
+          tp->sched = std::move(sched);
+          try {
+            (*body)();
+          } catch (const ctx::detail::forced_unwind&) {
+            throw;
+          } catch (...) {
+            tp->error = std::current_exception();
+          }
+          tp->done = true;
+          return std::move(tp->sched);
+        });
   }
 
   std::mt19937_64 rng(L.schedule.seed * 0x9E3779B97F4A7C15ull + linear_block);
@@ -363,7 +366,8 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
 
 }  // namespace
 
-// ---- The API used by intrinsics -------------------------------------------------------------------
+// ---- The API used by intrinsics
+// -------------------------------------------------------------------
 
 void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_bytes, void* out,
                      size_t out_bytes, CollectiveFn compute, const std::source_location& where) {
@@ -388,7 +392,8 @@ void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_
 void barrier_sync(int id, int count, const char* what, const std::source_location& where) {
   Thread& t = current_thread();
   Block& blk = *t_block;
-  if (id < 0 || id > 15) fail(std::string(what) + ": barrier id " + std::to_string(id) + " not in 0..15");
+  if (id < 0 || id > 15)
+    fail(std::string(what) + ": barrier id " + std::to_string(id) + " not in 0..15");
   if (count < 1 || count > blk.nthreads)
     fail(std::string(what) + " at " + loc(where) + ": thread count " + std::to_string(count) +
          " not in 1.." + std::to_string(blk.nthreads));
@@ -398,9 +403,9 @@ void barrier_sync(int id, int count, const char* what, const std::source_locatio
     b.what = what;
     b.where = where;
   } else if (b.count != count) {
-    fail(std::string(what) + " at " + loc(where) + ": barrier " + std::to_string(id) +
-         " expects " + std::to_string(count) + " threads here but " + std::to_string(b.count) +
-         " at " + loc(b.where));
+    fail(std::string(what) + " at " + loc(where) + ": barrier " + std::to_string(id) + " expects " +
+         std::to_string(count) + " threads here but " + std::to_string(b.count) + " at " +
+         loc(b.where));
   } else if (std::strcmp(what, "__syncthreads()") == 0 &&
              (b.where.line() != where.line() ||
               std::strcmp(b.where.file_name(), where.file_name()) != 0)) {
@@ -414,9 +419,9 @@ void barrier_sync(int id, int count, const char* what, const std::source_locatio
       if (!x.done && !(x.wait == Wait::barrier && x.barrier_id == id)) ++could_arrive;
     }
     if (b.arrived + could_arrive < count)
-      fail(std::string(what) + " at " + loc(where) + " can never complete: " +
-           std::to_string(blk.exited) + " thread(s) of the block exited without reaching it\n" +
-           deadlock_report(blk));
+      fail(std::string(what) + " at " + loc(where) +
+           " can never complete: " + std::to_string(blk.exited) +
+           " thread(s) of the block exited without reaching it\n" + deadlock_report(blk));
   }
   ++b.arrived;
   t.wait = Wait::barrier;
@@ -449,14 +454,21 @@ void wait_until(bool (*ready)(void*), void* arg, const char* what,
   suspend(t);
 }
 
-unsigned char* dynamic_shared_memory() { return t_block->smem; }
-size_t dynamic_shared_memory_bytes() { return t_block->smem_bytes; }
+unsigned char* dynamic_shared_memory() {
+  return t_block->smem;
+}
+size_t dynamic_shared_memory_bytes() {
+  return t_block->smem_bytes;
+}
 
 }  // namespace detail
 
-void fail(const std::string& what) { throw KernelError(what); }
+void fail(const std::string& what) {
+  throw KernelError(what);
+}
 
-// ---- Launch ---------------------------------------------------------------------------------------
+// ---- Launch
+// ---------------------------------------------------------------------------------------
 
 namespace {
 std::mutex g_schedule_mutex;
@@ -480,7 +492,8 @@ Schedule parse_schedule(const std::string& s) {
     }
     return r;
   }
-  throw std::invalid_argument("unknown schedule '" + s + "': expected forward, reverse or random[:SEED]");
+  throw std::invalid_argument("unknown schedule '" + s +
+                              "': expected forward, reverse or random[:SEED]");
 }
 
 std::string to_string(const Schedule& s) {

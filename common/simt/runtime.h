@@ -40,7 +40,9 @@ struct ThreadIds {
 // The CUDA thread running on this OS thread right now.
 extern thread_local ThreadIds* t_current;
 
-inline ThreadIds& current() { return *t_current; }
+inline ThreadIds& current() {
+  return *t_current;
+}
 
 // ---- Warp collectives --------------------------------------------------------------------------
 // Every warp-wide operation (shuffles, votes, __syncwarp, and later ldmatrix and mma) is one
@@ -82,9 +84,10 @@ void barrier_sync(int id, int count, const char* what, const std::source_locatio
 unsigned char* dynamic_shared_memory();
 size_t dynamic_shared_memory_bytes();
 
-// ---- Generic waiting, for asynchronous operations added by later steps ---------------------------
-// Suspends the calling CUDA thread until `ready(arg)` returns true. `what` and `where` appear in
-// the deadlock report. The predicate is re-evaluated whenever another thread of the block ran.
+// ---- Generic waiting, for asynchronous operations added by later steps
+// --------------------------- Suspends the calling CUDA thread until `ready(arg)` returns true.
+// `what` and `where` appear in the deadlock report. The predicate is re-evaluated whenever another
+// thread of the block ran.
 void wait_until(bool (*ready)(void*), void* arg, const char* what,
                 const std::source_location& where);
 

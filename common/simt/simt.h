@@ -111,8 +111,12 @@ inline void __syncthreads(const simt::where_t& where = simt::where_t::current())
                              "__syncthreads()", where);
 }
 void __syncwarp(unsigned mask = 0xffffffffu, const simt::where_t& where = simt::where_t::current());
-inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_block() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+inline void __threadfence() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 // ---- Warp shuffles and votes --------------------------------------------------------------------
 template <typename T>
@@ -150,18 +154,27 @@ inline int __all_sync(unsigned mask, int pred,
   return simt::vote(simt::kAll, mask, pred != 0, where) != 0;
 }
 
-// ---- Atomics (real atomics: blocks run in parallel on several OS threads) ------------------------
+// ---- Atomics (real atomics: blocks run in parallel on several OS threads)
+// ------------------------
 template <typename T>
 T __simt_atomic_add(T* address, T val) {
   return std::atomic_ref<T>(*address).fetch_add(val);
 }
-inline int atomicAdd(int* a, int v) { return __simt_atomic_add(a, v); }
-inline unsigned atomicAdd(unsigned* a, unsigned v) { return __simt_atomic_add(a, v); }
+inline int atomicAdd(int* a, int v) {
+  return __simt_atomic_add(a, v);
+}
+inline unsigned atomicAdd(unsigned* a, unsigned v) {
+  return __simt_atomic_add(a, v);
+}
 inline unsigned long long atomicAdd(unsigned long long* a, unsigned long long v) {
   return __simt_atomic_add(a, v);
 }
-inline float atomicAdd(float* a, float v) { return __simt_atomic_add(a, v); }
-inline double atomicAdd(double* a, double v) { return __simt_atomic_add(a, v); }
+inline float atomicAdd(float* a, float v) {
+  return __simt_atomic_add(a, v);
+}
+inline double atomicAdd(double* a, double v) {
+  return __simt_atomic_add(a, v);
+}
 template <typename T>
 T __simt_atomic_update(T* address, T (*f)(T, T), T val) {
   std::atomic_ref<T> ref(*address);
@@ -171,16 +184,20 @@ T __simt_atomic_update(T* address, T (*f)(T, T), T val) {
   return old;
 }
 inline int atomicMax(int* a, int v) {
-  return __simt_atomic_update<int>(a, [](int x, int y) { return x > y ? x : y; }, v);
+  return __simt_atomic_update<int>(
+      a, [](int x, int y) { return x > y ? x : y; }, v);
 }
 inline unsigned atomicMax(unsigned* a, unsigned v) {
-  return __simt_atomic_update<unsigned>(a, [](unsigned x, unsigned y) { return x > y ? x : y; }, v);
+  return __simt_atomic_update<unsigned>(
+      a, [](unsigned x, unsigned y) { return x > y ? x : y; }, v);
 }
 inline int atomicMin(int* a, int v) {
-  return __simt_atomic_update<int>(a, [](int x, int y) { return x < y ? x : y; }, v);
+  return __simt_atomic_update<int>(
+      a, [](int x, int y) { return x < y ? x : y; }, v);
 }
 inline unsigned atomicMin(unsigned* a, unsigned v) {
-  return __simt_atomic_update<unsigned>(a, [](unsigned x, unsigned y) { return x < y ? x : y; }, v);
+  return __simt_atomic_update<unsigned>(
+      a, [](unsigned x, unsigned y) { return x < y ? x : y; }, v);
 }
 template <typename T>
 T atomicExch(T* a, T v) {
@@ -193,31 +210,79 @@ T atomicCAS(T* a, T compare, T val) {
 }
 
 // ---- Math and bit intrinsics --------------------------------------------------------------------
-inline float __expf(float x) { return std::exp(x); }
-inline float __logf(float x) { return std::log(x); }
-inline float __log2f(float x) { return std::log2(x); }
-inline float __fdividef(float a, float b) { return a / b; }
-inline float __frcp_rn(float x) { return 1.0f / x; }
-inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
-inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
-inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
-inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
-inline int __float_as_int(float x) { return std::bit_cast<int>(x); }
-inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
-inline int __popc(unsigned x) { return std::popcount(x); }
-inline int __clz(unsigned x) { return std::countl_zero(x); }
-inline int __ffs(unsigned x) { return x == 0 ? 0 : std::countr_zero(x) + 1; }
+inline float __expf(float x) {
+  return std::exp(x);
+}
+inline float __logf(float x) {
+  return std::log(x);
+}
+inline float __log2f(float x) {
+  return std::log2(x);
+}
+inline float __fdividef(float a, float b) {
+  return a / b;
+}
+inline float __frcp_rn(float x) {
+  return 1.0f / x;
+}
+inline float __saturatef(float x) {
+  return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x);
+}
+inline float rsqrtf(float x) {
+  return 1.0f / std::sqrt(x);
+}
+inline float __fmaf_rn(float a, float b, float c) {
+  return std::fma(a, b, c);
+}
+inline unsigned __float_as_uint(float x) {
+  return std::bit_cast<unsigned>(x);
+}
+inline float __uint_as_float(unsigned x) {
+  return std::bit_cast<float>(x);
+}
+inline int __float_as_int(float x) {
+  return std::bit_cast<int>(x);
+}
+inline float __int_as_float(int x) {
+  return std::bit_cast<float>(x);
+}
+inline int __popc(unsigned x) {
+  return std::popcount(x);
+}
+inline int __clz(unsigned x) {
+  return std::countl_zero(x);
+}
+inline int __ffs(unsigned x) {
+  return x == 0 ? 0 : std::countr_zero(x) + 1;
+}
 template <typename T>
 T __ldg(const T* p) {
   return *p;
 }
-inline int min(int a, int b) { return a < b ? a : b; }
-inline int max(int a, int b) { return a > b ? a : b; }
-inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
-inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-inline long long min(long long a, long long b) { return a < b ? a : b; }
-inline long long max(long long a, long long b) { return a > b ? a : b; }
-inline float min(float a, float b) { return std::fmin(a, b); }
-inline float max(float a, float b) { return std::fmax(a, b); }
-[[noreturn]] inline void __trap() { simt::fail("__trap() called"); }
+inline int min(int a, int b) {
+  return a < b ? a : b;
+}
+inline int max(int a, int b) {
+  return a > b ? a : b;
+}
+inline unsigned min(unsigned a, unsigned b) {
+  return a < b ? a : b;
+}
+inline unsigned max(unsigned a, unsigned b) {
+  return a > b ? a : b;
+}
+inline long long min(long long a, long long b) {
+  return a < b ? a : b;
+}
+inline long long max(long long a, long long b) {
+  return a > b ? a : b;
+}
+inline float min(float a, float b) {
+  return std::fmin(a, b);
+}
+inline float max(float a, float b) {
+  return std::fmax(a, b);
+}
+[[noreturn]] inline void __trap() {
+  simt::fail("__trap() called");
+}

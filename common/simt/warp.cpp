@@ -15,10 +15,22 @@ ShflSource shfl_source(ShflMode mode, int lane, uint32_t b, uint32_t c) {
   int j = lane;
   bool valid = false;
   switch (mode) {
-    case ShflMode::up: j = lane - bval; valid = j >= max_lane; break;
-    case ShflMode::down: j = lane + bval; valid = j <= max_lane; break;
-    case ShflMode::bfly: j = lane ^ bval; valid = j <= max_lane; break;
-    case ShflMode::idx: j = min_lane | (bval & ~segmask); valid = j <= max_lane; break;
+    case ShflMode::up:
+      j = lane - bval;
+      valid = j >= max_lane;
+      break;
+    case ShflMode::down:
+      j = lane + bval;
+      valid = j <= max_lane;
+      break;
+    case ShflMode::bfly:
+      j = lane ^ bval;
+      valid = j <= max_lane;
+      break;
+    case ShflMode::idx:
+      j = min_lane | (bval & ~segmask);
+      valid = j <= max_lane;
+      break;
   }
   return {valid ? j : lane, valid};
 }
@@ -88,6 +100,5 @@ uint32_t vote(const char* kind, uint32_t mask, bool pred, const where_t& where) 
 
 void __syncwarp(unsigned mask, const simt::where_t& where) {
   const unsigned char none = 0;
-  simt::detail::warp_collective(mask, simt::kSyncwarp, &none, 0, nullptr, 0, simt::nothing,
-                                where);
+  simt::detail::warp_collective(mask, simt::kSyncwarp, &none, 0, nullptr, 0, simt::nothing, where);
 }
