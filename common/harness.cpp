@@ -36,16 +36,6 @@ std::string join(const std::vector<int>& v) {
   return s;
 }
 
-// Device copies of the inputs and outputs, released with the backend's own free.
-struct DeviceTensors {
-  Backend& be;
-  void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *lse = nullptr, *lens = nullptr;
-  ~DeviceTensors() {
-    for (void* p : {q, k, v, o, lse, lens})
-      if (p) be.release(p);
-  }
-};
-
 RunOutcome invalid(const std::string& why) {
   RunOutcome r;
   r.exit_code = 2;
@@ -54,6 +44,58 @@ RunOutcome invalid(const std::string& why) {
 }
 
 }  // namespace
+
+DeviceProblem::DeviceProblem(Backend& be, const Problem& p, const HostInputs& in) : be_(be) {
+  const size_t qo_bytes = p.q_elements() * sizeof(Bits16);
+  const size_t kv_bytes = p.kv_elements() * sizeof(Bits16);
+  AttentionParams& a = params_;
+  void* q = alloc(qo_bytes, "Q");
+  void* k = alloc(kv_bytes, "K");
+  void* v = alloc(kv_bytes, "V");
+  be.upload(q, in.q.data(), qo_bytes);
+  be.upload(k, in.k.data(), kv_bytes);
+  be.upload(v, in.v.data(), kv_bytes);
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.o = alloc(qo_bytes, "O");
+  a.lse = static_cast<float*>(alloc(p.lse_elements() * sizeof(float), "LSE"));
+  be.poison(a.o, qo_bytes);
+  be.poison(a.lse, p.lse_elements() * sizeof(float));
+  if (!p.seqlens_k.empty()) {
+    void* lens = alloc(p.seqlens_k.size() * sizeof(int), "seqlens_k");
+    be.upload(lens, p.seqlens_k.data(), p.seqlens_k.size() * sizeof(int));
+    a.seqlens_k = static_cast<const int*>(lens);
+  }
+  a.batch = p.batch;
+  a.heads = p.heads;
+  a.heads_kv = p.kv_heads();
+  a.seqlen_q = p.seqlen_q;
+  a.seqlen_k = p.seqlen_k;
+  a.dim = p.dim;
+  a.dtype = p.dtype;
+  a.scale = p.softmax_scale();
+  a.causal = p.causal;
+  a.dropout = p.dropout;
+  a.seed = p.seed;
+}
+
+DeviceProblem::~DeviceProblem() {
+  for (void* ptr : buffers_) be_.release(ptr);
+}
+
+void* DeviceProblem::alloc(size_t bytes, const char* label) {
+  buffers_.push_back(be_.alloc(bytes, label));
+  return buffers_.back();
+}
+
+void DeviceProblem::download(std::vector<Bits16>& o, std::vector<float>& lse) const {
+  const int64_t rows = int64_t(params_.batch) * params_.heads * params_.seqlen_q;
+  o.resize(rows * params_.dim);
+  lse.resize(rows);
+  be_.download(o.data(), params_.o, o.size() * sizeof(Bits16));
+  be_.download(lse.data(), params_.lse, lse.size() * sizeof(float));
+}
 
 RunOutcome run_step(const StepInfo& step, const Options& opt) {
   RunOutcome out;
@@ -96,42 +138,8 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     row.schedule = on_gpu ? "" : opt.schedule;
 
     const HostInputs in = make_inputs(p);
-    const size_t qo_bytes = p.q_elements() * sizeof(Bits16);
-    const size_t kv_bytes = p.kv_elements() * sizeof(Bits16);
-    const size_t lse_bytes = p.lse_elements() * sizeof(float);
-    DeviceTensors dev{*be};
-    dev.q = be->alloc(qo_bytes, "Q");
-    dev.k = be->alloc(kv_bytes, "K");
-    dev.v = be->alloc(kv_bytes, "V");
-    dev.o = be->alloc(qo_bytes, "O");
-    dev.lse = be->alloc(lse_bytes, "LSE");
-    be->upload(dev.q, in.q.data(), qo_bytes);
-    be->upload(dev.k, in.k.data(), kv_bytes);
-    be->upload(dev.v, in.v.data(), kv_bytes);
-    if (!p.seqlens_k.empty()) {
-      dev.lens = be->alloc(p.seqlens_k.size() * sizeof(int), "seqlens_k");
-      be->upload(dev.lens, p.seqlens_k.data(), p.seqlens_k.size() * sizeof(int));
-    }
-    be->poison(dev.o, qo_bytes);
-    be->poison(dev.lse, lse_bytes);
-
-    const AttentionParams params{dev.q,
-                                 dev.k,
-                                 dev.v,
-                                 dev.o,
-                                 static_cast<float*>(dev.lse),
-                                 static_cast<const int*>(dev.lens),
-                                 p.batch,
-                                 p.heads,
-                                 p.kv_heads(),
-                                 p.seqlen_q,
-                                 p.seqlen_k,
-                                 p.dim,
-                                 p.dtype,
-                                 p.softmax_scale(),
-                                 p.causal,
-                                 p.dropout,
-                                 p.seed};
+    const DeviceProblem dev(*be, p, in);
+    const AttentionParams& params = dev.params();
     RunContext ctx(*be);
 
     // The checked run: outputs start poisoned, so anything left unwritten is caught.
@@ -139,10 +147,9 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     be->time_ms([&] { run(params, ctx); });
     ctx.verify = false;
     if (opt.check) {
-      std::vector<Bits16> o(p.q_elements());
-      std::vector<float> lse(p.lse_elements());
-      be->download(o.data(), dev.o, qo_bytes);
-      be->download(lse.data(), dev.lse, lse_bytes);
+      std::vector<Bits16> o;
+      std::vector<float> lse;
+      dev.download(o, lse);
       row.checked = true;
       row.check = check_outputs(p, o, lse, reference_attention(p, in));
     }

@@ -12,6 +12,7 @@
 #include "common/backend.h"
 #include "common/cli.h"
 #include "common/report.h"
+#include "common/tensors.h"
 
 namespace attn {
 
@@ -20,6 +21,25 @@ struct StepInfo {
   StepFn cpu;                       // on the CPU: host code, or the kernels on the SIMT backend
   StepFn gpu = nullptr;             // nullptr: the step has no GPU version
   std::vector<int> head_dims = {};  // supported head dims; empty: any the reference supports
+};
+
+// A problem on a backend: inputs uploaded, outputs allocated and poisoned (so that anything a step
+// leaves unwritten is detectable), all described by params(). Frees everything on destruction.
+class DeviceProblem {
+ public:
+  DeviceProblem(Backend& be, const Problem& p, const HostInputs& in);
+  ~DeviceProblem();
+  DeviceProblem(const DeviceProblem&) = delete;
+  DeviceProblem& operator=(const DeviceProblem&) = delete;
+
+  const AttentionParams& params() const { return params_; }
+  void download(std::vector<Bits16>& o, std::vector<float>& lse) const;
+
+ private:
+  void* alloc(size_t bytes, const char* label);
+  Backend& be_;
+  std::vector<void*> buffers_;
+  AttentionParams params_{};
 };
 
 struct RunOutcome {

@@ -57,32 +57,10 @@ TEST_CASE("step1 keeps S and P in global memory: its scratch is Sq x Sk floats",
   // The contrast the fused steps will draw: step1's only scratch buffer holds all of S.
   attn::Problem p = attn_test::make(2, 3, 3, 17, 29, 64, attn::DType::fp16, false);
   auto be = attn::make_cpu_backend();
+  const attn::DeviceProblem dev(*be, p, attn::make_inputs(p));
   attn::RunContext ctx(*be);
-  std::vector<void*> bufs;
-  auto alloc = [&](size_t bytes) {
-    bufs.push_back(be->alloc(bytes, "t"));
-    return bufs.back();
-  };
-  const attn::AttentionParams params{alloc(p.q_elements() * 2),
-                                     alloc(p.kv_elements() * 2),
-                                     alloc(p.kv_elements() * 2),
-                                     alloc(p.q_elements() * 2),
-                                     static_cast<float*>(alloc(p.lse_elements() * 4)),
-                                     nullptr,
-                                     p.batch,
-                                     p.heads,
-                                     p.kv_heads(),
-                                     p.seqlen_q,
-                                     p.seqlen_k,
-                                     p.dim,
-                                     p.dtype,
-                                     p.softmax_scale(),
-                                     false,
-                                     0.0f,
-                                     0};
-  step_named("step1_naive").cpu(params, ctx);
+  step_named("step1_naive").cpu(dev.params(), ctx);
   CHECK(ctx.scratch_bytes() == size_t(2) * 3 * 17 * 29 * sizeof(float));
-  for (void* b : bufs) be->release(b);
 }
 
 TEST_CASE("a step's --backend gpu without a device exits 2 with a reason", "[steps]") {
