@@ -24,11 +24,16 @@
 #pragma once
 
 #include <cmath>
-#include <limits>
 
 #include "common/hd.h"
 
 namespace online_softmax {
+
+// -inf as T; INFINITY (unlike std::numeric_limits) is usable in device code.
+template <typename T>
+ATTN_HD T neg_inf() {
+  return static_cast<T>(-INFINITY);
+}
 
 template <typename T>
 struct State {
@@ -38,7 +43,7 @@ struct State {
 
 template <typename T>
 ATTN_HD State<T> init() {
-  return {-std::numeric_limits<T>::infinity(), T(0)};
+  return {neg_inf<T>(), T(0)};
 }
 
 template <typename T>
@@ -61,7 +66,7 @@ ATTN_HD float exp_<float>(float x) {
 // exp(x - m), with the convention that a row with no visible score (m = -inf) contributes 0.
 template <typename T>
 ATTN_HD T exp_shifted(T x, T m) {
-  return m == -std::numeric_limits<T>::infinity() ? T(0) : exp_(x - m);
+  return m == neg_inf<T>() ? T(0) : exp_(x - m);
 }
 
 // Moves the running maximum to max(m, block_max), rescales l, and returns the factor alpha by
@@ -72,7 +77,7 @@ ATTN_HD T rescale_to(State<T>& s, T block_max) {
   const T alpha = exp_shifted(s.m, m_new);  // 0 when nothing was visible before
   s.m = m_new;
   s.l *= alpha;
-  return m_new == -std::numeric_limits<T>::infinity() ? T(1) : alpha;
+  return m_new == neg_inf<T>() ? T(1) : alpha;
 }
 
 // Unnormalised probability of a score under the current maximum: exp(s - m).
@@ -94,7 +99,7 @@ ATTN_HD State<T> merge(const State<T>& a, const State<T>& b, T& alpha_a, T& alph
 // log(sum_j exp(s_j)) of the whole row, -inf for a row with no visible key.
 template <typename T>
 ATTN_HD T lse(const State<T>& s) {
-  if (s.l == T(0)) return -std::numeric_limits<T>::infinity();
+  if (s.l == T(0)) return neg_inf<T>();
 #if defined(__CUDA_ARCH__)
   return s.m + ::log(s.l);
 #else

@@ -9,9 +9,15 @@
 namespace step1 {
 attn::StepInfo info();
 }
+namespace step2 {
+attn::StepInfo info();
+}
+namespace step3 {
+attn::StepInfo info();
+}
 
 namespace attn_test {
 inline std::vector<attn::StepInfo> kernel_steps() {
-  return {step1::info()};
+  return {step1::info(), step2::info(), step3::info()};
 }
 }  // namespace attn_test

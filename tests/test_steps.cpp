@@ -2,7 +2,11 @@
 // fiber schedules, and on the GPU when one is present.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+
+#include "common/check.h"
 #include "common/simt/launch.h"
+#include "common/simt/memory.h"
 #include "tests/matrix.h"
 #include "tests/steps.h"
 
@@ -52,6 +56,8 @@ const attn::StepInfo& step_named(const std::string& name) {
   }
 
 STEP_MATRIX_TESTS("step1_naive")
+STEP_MATRIX_TESTS("step2_tiled")
+STEP_MATRIX_TESTS("step3_fused")
 
 TEST_CASE("step1 keeps S and P in global memory: its scratch is Sq x Sk floats", "[step1_naive]") {
   // The contrast the fused steps will draw: step1's only scratch buffer holds all of S.
@@ -61,6 +67,45 @@ TEST_CASE("step1 keeps S and P in global memory: its scratch is Sq x Sk floats",
   attn::RunContext ctx(*be);
   step_named("step1_naive").cpu(dev.params(), ctx);
   CHECK(ctx.scratch_bytes() == size_t(2) * 3 * 17 * 29 * sizeof(float));
+}
+
+TEST_CASE("step2 still writes S and P to global memory", "[step2_tiled]") {
+  attn::Problem p = attn_test::make(2, 3, 3, 17, 29, 64, attn::DType::fp16, false);
+  auto be = attn::make_cpu_backend();
+  const attn::DeviceProblem dev(*be, p, attn::make_inputs(p));
+  attn::RunContext ctx(*be);
+  step_named("step2_tiled").cpu(dev.params(), ctx);
+  CHECK(ctx.scratch_bytes() == size_t(2) * 3 * 17 * 29 * sizeof(float));
+}
+
+TEST_CASE("step3 writes only O and LSE: no S/P buffer, inputs untouched", "[step3_fused]") {
+  // A long causal problem with GQA and dropout: S would be 2 * 4 * 300 * 1000 floats.
+  attn::Problem p = attn_test::make(2, 4, 2, 300, 1000, 128, attn::DType::bf16, true, {}, 0.1f);
+  auto be = attn::make_cpu_backend();
+  const attn::HostInputs in = attn::make_inputs(p);
+  const size_t before = simt::live_allocations().size();
+  const attn::DeviceProblem dev(*be, p, in);
+  attn::RunContext ctx(*be);
+  step_named("step3_fused").cpu(dev.params(), ctx);
+  // No scratch memory at all, and no allocation beyond the problem's own buffers.
+  CHECK(ctx.scratch_bytes() == 0);
+  const auto live = simt::live_allocations();
+  CHECK(live.size() == before + 5);  // Q, K, V, O, LSE
+  const size_t s_bytes = size_t(p.batch) * p.heads * p.seqlen_q * p.seqlen_k * sizeof(float);
+  for (const auto& a : live) CHECK(a.bytes < s_bytes / 4);
+  // Q, K and V are byte for byte what was uploaded: the only writes went to O and LSE (and the
+  // guard zones around every buffer would have reported a write outside them).
+  const attn::AttentionParams& a = dev.params();
+  CHECK(std::memcmp(a.q, in.q.data(), in.q.size() * 2) == 0);
+  CHECK(std::memcmp(a.k, in.k.data(), in.k.size() * 2) == 0);
+  CHECK(std::memcmp(a.v, in.v.data(), in.v.size() * 2) == 0);
+  // And O and LSE were all written and correct.
+  std::vector<attn::Bits16> o;
+  std::vector<float> lse;
+  dev.download(o, lse);
+  const auto check = attn::check_outputs(p, o, lse, attn::reference_attention(p, in));
+  INFO(check.first_failure);
+  CHECK(check.passed);
 }
 
 TEST_CASE("a step's --backend gpu without a device exits 2 with a reason", "[steps]") {
