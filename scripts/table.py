@@ -1,7 +1,16 @@
 #!/usr/bin/env python3
-"""Prints the progression table (one row per step and shape) from a results CSV."""
+"""Prints the progression table from a results CSV: for each shape, every step with its time,
+TFLOPS and speed-up over step1_naive (the first kernel step)."""
 import csv
 import sys
+from collections import OrderedDict
+
+
+def shape_of(r):
+    return (f"{r['dtype']} B={r['batch']} H={r['heads']}"
+            + (f"/{r['heads_kv']}" if r["heads_kv"] != r["heads"] else "")
+            + f" Sq={r['seqlen_q']} Sk={r['seqlen_k']} D={r['dim']}"
+            + (" causal" if r["causal"] == "1" else ""))
 
 
 def main(path: str) -> int:
@@ -10,19 +19,26 @@ def main(path: str) -> int:
     if not rows:
         print(f"{path}: no rows", file=sys.stderr)
         return 1
-    head = ["step", "backend", "shape", "time_ms", "TFLOPS", "check"]
-    table = []
+    groups = OrderedDict()
     for r in rows:
-        shape = (f"{r['dtype']} B={r['batch']} H={r['heads']} Sq={r['seqlen_q']} "
-                 f"Sk={r['seqlen_k']} D={r['dim']}" + (" causal" if r["causal"] == "1" else ""))
-        check = "-" if r["checked"] != "1" else ("pass" if r["passed"] == "1" else "FAIL")
-        table.append([r["step"], r["backend"], shape, f"{float(r['time_ms']):.3f}",
-                      f"{float(r['tflops']):.4f}", check])
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *table)]
-    for line in [head] + table:
-        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)))
+        groups.setdefault(shape_of(r), []).append(r)
+    head = ["step", "backend", "time_ms", "TFLOPS", "vs step1", "check"]
+    for shape, group in groups.items():
+        base = next((float(r["time_ms"]) for r in group if r["step"] == "step1_naive"), None)
+        table = []
+        for r in group:
+            t = float(r["time_ms"])
+            speedup = f"{base / t:.1f}x" if base and t > 0 else "-"
+            check = "-" if r["checked"] != "1" else ("pass" if r["passed"] == "1" else "FAIL")
+            table.append([r["step"], r["backend"], f"{t:.3f}", f"{float(r['tflops']):.4f}",
+                          speedup, check])
+        widths = [max(len(x) for x in col) for col in zip(head, *table)]
+        print(f"\n{shape}")
+        for line in [head] + table:
+            print("  " + "  ".join(x.ljust(w) for x, w in zip(line, widths)))
     if any(r["backend"] != "gpu" for r in rows):
-        print("(CPU backend rows: CPU timings, not GPU performance)")
+        print("\n(cpu rows: CPU timings, not GPU performance; on the CPU backend the time is the "
+              "SIMT emulation's)")
     return 0
 
 
