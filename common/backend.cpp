@@ -82,10 +82,23 @@ class GpuBackend final : public Backend {
     ATTN_CUDA_CHECK(cudaSetDevice(device_));
     ATTN_CUDA_CHECK(cudaEventCreate(&start_));
     ATTN_CUDA_CHECK(cudaEventCreate(&stop_));
+    int l2 = 0;
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
+    flush_bytes_ = 2 * static_cast<size_t>(l2);
+    if (flush_bytes_ > 0) ATTN_CUDA_CHECK(cudaMalloc(&flush_buffer_, flush_bytes_));
   }
   ~GpuBackend() override {
     cudaEventDestroy(start_);
     cudaEventDestroy(stop_);
+    if (flush_buffer_) cudaFree(flush_buffer_);
+  }
+  void flush_l2() override {
+    if (flush_buffer_) ATTN_CUDA_CHECK(cudaMemsetAsync(flush_buffer_, 0, flush_bytes_));
+  }
+  int sm_clock_mhz() const override {
+    int khz = 0;  // cudaDevAttrClockRate: the peak SM clock, in kHz
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device_) != cudaSuccess) return 0;
+    return khz / 1000;
   }
   std::string name() const override { return "gpu"; }
   std::string device() const override {
@@ -127,6 +140,8 @@ class GpuBackend final : public Backend {
  private:
   int device_;
   cudaEvent_t start_{}, stop_{};
+  void* flush_buffer_ = nullptr;
+  size_t flush_bytes_ = 0;
 };
 
 }  // namespace

@@ -26,6 +26,11 @@ class Backend {
   virtual void poison(void* dst, size_t bytes) = 0;
   // Runs `fn` once and returns how long it took in milliseconds (CUDA events on the GPU).
   virtual double time_ms(const std::function<void()>& fn) = 0;
+  // Evicts the inputs from the GPU's L2 cache (by overwriting a buffer twice its size), so that a
+  // timed run reads them from memory as a real first use would. Called outside the timed window.
+  virtual void flush_l2() {}
+  // The SM clock in MHz as the device reports it, or 0 where unknown (the CPU).
+  virtual int sm_clock_mhz() const { return 0; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

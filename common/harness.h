@@ -18,7 +18,8 @@ namespace attn {
 
 struct StepInfo {
   std::string name;
-  StepFn cpu;                       // on the CPU: host code, or the kernels on the SIMT backend
+  // On the CPU: host code, or the kernels on the SIMT backend. nullptr: the step needs a GPU.
+  StepFn cpu;
   StepFn gpu = nullptr;             // nullptr: the step has no GPU version
   std::vector<int> head_dims = {};  // supported head dims; empty: any the reference supports
 };

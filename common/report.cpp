@@ -8,10 +8,11 @@ namespace attn {
 
 const std::vector<std::string>& csv_columns() {
   static const std::vector<std::string> cols = {
-      "step",     "backend",  "device",    "dtype",  "batch",   "heads",       "heads_kv",
-      "seqlen_q", "seqlen_k", "seqlens_k", "dim",    "causal",  "dropout",     "scale",
-      "seed",     "iters",    "time_ms",   "tflops", "flops",   "max_abs_err", "lse_max_err",
-      "checked",  "passed",   "schedule",  "commit", "toolkit", "driver",      "timestamp"};
+      "step",     "backend",     "device",      "dtype",        "batch",    "heads",
+      "heads_kv", "seqlen_q",    "seqlen_k",    "seqlens_k",    "dim",      "causal",
+      "dropout",  "scale",       "seed",        "iters",        "time_ms",  "tflops",
+      "flops",    "max_abs_err", "lse_max_err", "checked",      "passed",   "schedule",
+      "commit",   "toolkit",     "driver",      "sm_clock_mhz", "timestamp"};
   return cols;
 }
 
@@ -64,6 +65,7 @@ std::vector<std::string> csv_fields(const ResultRow& r) {
           r.commit,
           r.toolkit,
           r.driver,
+          std::to_string(r.sm_clock_mhz),
           r.timestamp};
 }
 

@@ -21,8 +21,9 @@ struct ResultRow {
   CheckResult check;
   std::string schedule;  // CPU backend fiber order; empty on the GPU
   std::string commit;
-  std::string toolkit;  // CUDA toolkit version the binary was built with
-  std::string driver;   // CUDA driver version, or "none"
+  std::string toolkit;   // CUDA toolkit version the binary was built with
+  std::string driver;    // CUDA driver version, or "none"
+  int sm_clock_mhz = 0;  // peak SM clock the device reports; 0 on the CPU
   std::string timestamp;
 };
 
