@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""The performance-progression chart, from results CSVs (scripts/bench.py, bench_torch.py).
+
+    scripts/chart.py results/results.csv [more.csv ...] [--out results/chart]
+                     [--gpu-spec A100|H100|H200|L4|RTX4090] [--readme README.md]
+
+Writes OUT.png and OUT.svg with two panels:
+  1. measured: TFLOPS of every step for each shape (log scale), speed-up over step1_naive on each
+     bar, baselines (cuBLAS, PyTorch SDPA) as reference lines, and the GPU's datasheet peak as a
+     ceiling when the device is one of the specs below. Rows from the CPU backend are titled
+     "CPU backend: not GPU performance".
+  2. model: a roofline for the chosen GPU spec with each step placed by its FLOPs and its
+     modelled HBM bytes (STEP_TRAFFIC below) at the largest shape in the CSV. It is a model,
+     labelled as such, not a measurement.
+--readme rewrites the results table between <!-- results:begin --> and <!-- results:end -->.
+A malformed CSV (missing column, non-numeric value, no rows) is refused with exit status 2.
+"""
+import argparse
+import csv
+import math
+import os
+import sys
+from collections import OrderedDict
+
+REQUIRED = ["step", "backend", "device", "dtype", "batch", "heads", "heads_kv", "seqlen_q",
+            "seqlen_k", "dim", "causal", "time_ms", "tflops", "flops", "checked", "passed",
+            "commit", "toolkit"]
+NUMERIC = ["batch", "heads", "heads_kv", "seqlen_q", "seqlen_k", "dim", "causal", "time_ms",
+           "tflops", "flops"]
+
+# Vendor datasheet peaks (dense, no sparsity), NOT measured here: HBM bandwidth in GB/s, FP32
+# CUDA-core TFLOPS, FP16/BF16 tensor-core TFLOPS with FP32 accumulation.
+GPU_SPECS = {
+    "A100": {"match": ["A100"], "bw": 2039, "fp32": 19.5, "tensor": 312},
+    "H100": {"match": ["H100"], "bw": 3350, "fp32": 67, "tensor": 989},
+    "H200": {"match": ["H200"], "bw": 4800, "fp32": 67, "tensor": 989},
+    "L4": {"match": [" L4"], "bw": 300, "fp32": 30.3, "tensor": 121},
+    "RTX4090": {"match": ["4090"], "bw": 1008, "fp32": 82.6, "tensor": 165.2},
+}
+
+# The traffic model, per step: bytes of S/P each (i, j) element costs in HBM on top of the
+# compulsory traffic (Q, K, V read once, O and LSE written once), and which peak bounds its
+# arithmetic. Re-reads of Q/K/V tiles are assumed to hit L2. step1 reads P once per 32-wide block
+# of output columns (its output_kernel), hence the ceil(D / 32).
+STEP_TRAFFIC = {
+    # step: (S/P bytes per element as a function of D, compute units)
+    "step1_naive": (lambda d: 4 * (5 + math.ceil(d / 32)), "fp32"),  # S write, 3 reads + P write, P reads
+    "step2_tiled": (lambda d: 4 * 6, "fp32"),       # S write; softmax 3 reads + 1 write; P read once
+    "step3_fused": (lambda d: 0, "fp32"),           # S and P stay on chip
+    "step4_tensorcore": (lambda d: 0, "tensor"),
+    "step5_warpspecialized": (lambda d: 0, "tensor"),
+    "baseline_cublas": (lambda d: 4 + 3 * 4 + 2 + 2, "tensor"),  # S fp32 write, 3 reads, P write+read
+}
+BASELINE_PREFIXES = ("baseline_", "torch_sdpa_")
+
+
+class CsvError(Exception):
+    pass
+
+
+def load(paths):
+    rows = []
+    for path in paths:
+        try:
+            with open(path, newline="") as f:
+                reader = csv.DictReader(f)
+                missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+                if missing:
+                    raise CsvError(f"{path}: missing column(s): {', '.join(missing)}")
+                for n, r in enumerate(reader, start=2):
+                    for c in NUMERIC:
+                        try:
+                            r[c] = float(r[c])
+                        except (TypeError, ValueError):
+                            raise CsvError(f"{path}:{n}: column {c} is not a number: {r[c]!r}")
+                    rows.append(r)
+        except OSError as e:
+            raise CsvError(f"{path}: {e.strerror}")
+    if not rows:
+        raise CsvError(f"{', '.join(paths)}: no result rows")
+    return rows
+
+
+def shape_key(r):
+    return (r["dtype"], int(r["batch"]), int(r["heads"]), int(r["heads_kv"]), int(r["seqlen_q"]),
+            int(r["seqlen_k"]), int(r["dim"]), int(r["causal"]))
+
+
+def shape_label(k, short=False):
+    dtype, b, h, hkv, sq, sk, d, causal = k
+    s = f"S={sq}" if sq == sk else f"Sq={sq} Sk={sk}"
+    if short:
+        return f"{s}\nD={d}{' causal' if causal else ''}"
+    return (f"{dtype} B={b} H={h}{'/' + str(hkv) if hkv != h else ''} {s} D={d}"
+            + (" causal" if causal else ""))
+
+
+def spec_for(rows, name):
+    if name:
+        return name, GPU_SPECS[name]
+    for r in rows:
+        if r["backend"] == "gpu":
+            for key, spec in GPU_SPECS.items():
+                if any(m in " " + r["device"] for m in spec["match"]):
+                    return key, spec
+    return "H100", GPU_SPECS["H100"]
+
+
+def modelled_bytes(step, k):
+    dtype, b, h, hkv, sq, sk, d, causal = k
+    compulsory = b * h * (2 * sq * d * 2 + 4 * sq) + b * hkv * 2 * sk * d * 2
+    per_elem = STEP_TRAFFIC[step][0](d)
+    return compulsory + b * h * sq * sk * per_elem
+
+
+def plot(rows, out, spec_name):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [s for s in OrderedDict.fromkeys(r["step"] for r in rows)
+             if not s.startswith(BASELINE_PREFIXES)]
+    baselines = [s for s in OrderedDict.fromkeys(r["step"] for r in rows)
+                 if s.startswith(BASELINE_PREFIXES)]
+    shapes = list(OrderedDict.fromkeys(shape_key(r) for r in rows))
+    by = {(r["step"], shape_key(r)): r for r in rows}  # the last row wins
+    all_cpu = all(r["backend"] != "gpu" for r in rows)
+    gpu_devices = sorted({r["device"] for r in rows if r["backend"] == "gpu"})
+    spec_key, spec = spec_for(rows, spec_name)
+
+    fig, (ax, rax) = plt.subplots(1, 2, figsize=(max(11, 1.6 * len(shapes) + 7), 6.2),
+                                  gridspec_kw={"width_ratios": [max(2, len(shapes)), 2.2]})
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    known = ["step0_reference"] + list(STEP_TRAFFIC)
+    color = {st: palette[i % len(palette)] for i, st in enumerate(known + [
+        x for x in steps if x not in known])}  # one colour per step in both panels
+    markers = dict(zip(known, "Do^sPXv"))
+    width = 0.8 / max(1, len(steps))
+    for si, step in enumerate(steps):
+        xs, ys, notes = [], [], []
+        for xi, k in enumerate(shapes):
+            r = by.get((step, k))
+            if r is None or r["tflops"] <= 0:
+                continue
+            xs.append(xi - 0.4 + width * (si + 0.5))
+            ys.append(r["tflops"])
+            base = by.get(("step1_naive", k))
+            notes.append(f"{base['time_ms'] / r['time_ms']:.1f}x"
+                         if base and step != "step1_naive" and r["time_ms"] > 0 else "")
+        label = step + (" (CPU)" if not all_cpu and any(
+            by.get((step, k), {}).get("backend") == "cpu" for k in shapes) else "")
+        ax.bar(xs, ys, width, label=label, color=color[step])
+        for x, y, note in zip(xs, ys, notes):
+            if note:
+                ax.annotate(note, (x, y), xytext=(0, 2), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=7, rotation=90)
+    for bi, base in enumerate(baselines):
+        for xi, k in enumerate(shapes):
+            r = by.get((base, k))
+            if r is not None and r["tflops"] > 0:
+                ax.hlines(r["tflops"], xi - 0.45, xi + 0.45, colors="k",
+                          linestyles=["--", ":", "-.", (0, (1, 3))][bi % 4], linewidth=1.2,
+                          label=base if xi == next(i for i, kk in enumerate(shapes)
+                                                   if by.get((base, kk))) else None)
+    if gpu_devices and spec_key and any(any(m in " " + d for m in spec["match"])
+                                        for d in gpu_devices):
+        ax.axhline(spec["tensor"], color="gray", linewidth=1)
+        ax.text(len(shapes) - 0.5, spec["tensor"], f"{spec_key} FP16 tensor peak "
+                f"(datasheet) {spec['tensor']} TFLOPS", ha="right", va="bottom", fontsize=8)
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi * 4)  # room for the speed-up labels above the bars
+    ax.text(0.99, 0.99, "bar labels: speed-up over step1_naive", transform=ax.transAxes,
+            ha="right", va="top", fontsize=8)
+    ax.set_xticks(range(len(shapes)))
+    ax.set_xticklabels([shape_label(k, short=True) for k in shapes], fontsize=8)
+    ax.set_ylabel("TFLOPS (4 * D per unmasked (i, j) pair, median time)")
+    where = ", ".join(gpu_devices) if gpu_devices else rows[0]["device"]
+    ax.set_title(f"Measured: {where}\ncommit {rows[0]['commit']}, {rows[0]['toolkit']}",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(axis="y", which="both", alpha=0.3)
+    if all_cpu:
+        ax.text(0.5, 0.5, "CPU backend:\nnot GPU performance", transform=ax.transAxes,
+                ha="center", va="center", fontsize=22, color="red", alpha=0.25, rotation=20)
+
+    # The roofline model at the largest shape.
+    k = max(shapes, key=lambda s: by.get(("step1_naive", s), by.get((steps[0], s)))["flops"])
+    flops = next(r["flops"] for r in rows if shape_key(r) == k)
+    ai_lo, ai_hi = 0.1, 10000
+    xs = [ai_lo * (ai_hi / ai_lo) ** (i / 200) for i in range(201)]
+    for unit, style in (("fp32", ":"), ("tensor", "-")):
+        rax.plot(xs, [min(spec[unit], x * spec["bw"] / 1000) for x in xs], style, color="gray",
+                 label=f"{'FP32 CUDA cores' if unit == 'fp32' else 'FP16 tensor cores'} "
+                 f"{spec[unit]} TFLOPS")
+    for step in STEP_TRAFFIC:
+        unit = STEP_TRAFFIC[step][1]
+        ai = flops / modelled_bytes(step, k)
+        bound = min(spec[unit], ai * spec["bw"] / 1000)
+        # Steps with the same traffic share a point: distinct markers, hollow, keep both visible.
+        rax.plot([ai], [bound], markers[step], color=color[step], markerfacecolor="none",
+                 markersize=9, markeredgewidth=1.6,
+                 label=f"{step}: {ai:.0f} FLOP/B, <= {bound:.0f} TFLOPS")
+    rax.set_xscale("log")
+    rax.set_yscale("log")
+    rax.set_xlabel("arithmetic intensity (FLOP per modelled HBM byte)")
+    rax.set_ylabel("attainable TFLOPS (model)")
+    rax.set_title(f"MODEL, not a measurement: roofline of {spec_key} (datasheet: "
+                  f"{spec['bw']} GB/s)\nat {shape_label(k)}", fontsize=9)
+    rax.legend(fontsize=7, loc="lower right")
+    rax.grid(which="both", alpha=0.3)
+    if all_cpu:
+        fig.suptitle("CPU backend: not GPU performance", color="red", fontsize=13)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
+    fig.savefig(out + ".png", dpi=110)
+    fig.savefig(out + ".svg")
+    return [out + ".png", out + ".svg"]
+
+
+def readme_table(rows, sources):
+    lines = [f"Generated by `scripts/chart.py --readme README.md {' '.join(sources)}`; "
+             "do not edit by hand."]
+    groups = OrderedDict()
+    for r in rows:
+        groups.setdefault((r["device"], r["backend"], r["commit"], r["toolkit"]), []).append(r)
+    for (device, backend, commit, toolkit), group in groups.items():
+        note = " (CPU backend: not GPU performance)" if backend != "gpu" else ""
+        lines += ["", f"**{device}**, backend {backend}, commit {commit}, toolkit {toolkit}{note}",
+                  "", "| shape | step | time (ms) | TFLOPS | vs step1 | check |",
+                  "|---|---|---|---|---|---|"]
+        base = {shape_key(r): r["time_ms"] for r in group if r["step"] == "step1_naive"}
+        for r in group:
+            b = base.get(shape_key(r))
+            speed = f"{b / r['time_ms']:.1f}x" if b and r["time_ms"] > 0 else "-"
+            check = "-" if r["checked"] != "1" else ("pass" if r["passed"] == "1" else "FAIL")
+            lines.append(f"| {shape_label(shape_key(r))} | {r['step']} | {r['time_ms']:.3f} | "
+                         f"{r['tflops']:.4g} | {speed} | {check} |")
+    return "\n".join(lines)
+
+
+def rewrite_readme(path, table):
+    begin, end = "<!-- results:begin -->", "<!-- results:end -->"
+    with open(path) as f:
+        text = f.read()
+    if begin not in text or end not in text or text.index(begin) > text.index(end):
+        raise CsvError(f"{path}: no {begin} ... {end} markers")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(path, "w") as f:
+        f.write(head + begin + "\n" + table + "\n" + end + tail)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv", nargs="+")
+    ap.add_argument("--out", default="results/chart", help="writes OUT.png and OUT.svg")
+    ap.add_argument("--gpu-spec", choices=list(GPU_SPECS),
+                    help="GPU for the roofline model (default: the CSV's GPU, else H100)")
+    ap.add_argument("--readme", help="rewrite the results table between the markers of this file")
+    ap.add_argument("--no-plot", action="store_true", help="only rewrite the README table")
+    args = ap.parse_args()
+    try:
+        rows = load(args.csv)
+        if not args.no_plot:
+            for p in plot(rows, args.out, args.gpu_spec):
+                print(f"chart: wrote {p}")
+        if args.readme:
+            rewrite_readme(args.readme, readme_table(rows, args.csv))
+            print(f"chart: rewrote the results table in {args.readme}")
+    except CsvError as e:
+        print(f"chart: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""The results pipeline: CSV schema, FLOP count, chart rendering and refusal, README table."""
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("ATTN_BIN_DIR", os.path.join(ROOT, "build", "bin"))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import bench  # noqa: E402
+import chart  # noqa: E402
+
+
+def run_step0(tmp, *args):
+    path = os.path.join(tmp, "r.csv")
+    if os.path.exists(path):
+        os.remove(path)
+    subprocess.run([os.path.join(BIN, "step0_reference"), "--iters", "1", "--warmup", "0",
+                    "--csv", path, "--quiet", *args], check=True, capture_output=True)
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def handmade_gpu_csv(path, columns, drop=None):
+    """Invented rows, for testing the chart only: the device name says so."""
+    rows = []
+    for s, (sq, causal) in enumerate([(1024, 0), (4096, 1)]):
+        for step, t in [("step1_naive", 40.0), ("step2_tiled", 20.0), ("step3_fused", 4.0),
+                        ("step4_tensorcore", 1.0), ("baseline_cublas", 2.0),
+                        ("torch_sdpa_flash", 0.8)]:
+            r = {c: "" for c in columns}
+            fl = 4 * 64 * 16 * sq * sq / (2 if causal else 1)
+            r.update(step=step, backend="gpu", device="TEST-ONLY invented rows (NVIDIA H100)",
+                     dtype="fp16", batch=1, heads=16, heads_kv=16, seqlen_q=sq, seqlen_k=sq,
+                     dim=64, causal=causal, time_ms=t * (s + 1), flops=fl,
+                     tflops=fl / (t * (s + 1) * 1e-3) / 1e12, checked=0, passed="",
+                     commit="test", toolkit="test")
+            rows.append(r)
+    cols = [c for c in columns if c != drop]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+class Pipeline(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        self.columns = list(run_step0(self.dir, "--seq", "4", "--no-check")[0].keys())
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_schema_has_what_the_chart_needs(self):
+        # The C++ writer (common/report.cpp) and the chart agree on the column names.
+        self.assertEqual([c for c in chart.REQUIRED if c not in self.columns], [])
+
+    def test_flop_count_matches_the_binary(self):
+        # bench.py's count (used for the PyTorch rows) equals the C++ one, causal with Sq != Sk.
+        for args, shape in [
+                (["--seqlen-q", "7", "--seqlen-k", "19", "--causal", "--dim", "8"],
+                 dict(batch=1, heads=4, seqlen_q=7, seqlen_k=19, dim=8, causal=True)),
+                (["--seqlen-q", "19", "--seqlen-k", "7", "--causal", "--dim", "8", "--batch", "2"],
+                 dict(batch=2, heads=4, seqlen_q=19, seqlen_k=7, dim=8, causal=True)),
+                (["--seq", "33", "--dim", "16"],
+                 dict(batch=1, heads=4, seqlen_q=33, seqlen_k=33, dim=16, causal=False))]:
+            row = run_step0(self.dir, *args)[0]
+            self.assertEqual(float(row["flops"]), bench.flops(shape), args)
+
+    def test_flop_count_with_per_batch_key_lengths(self):
+        row = run_step0(self.dir, "--batch", "3", "--heads", "2", "--seqlen-q", "5",
+                        "--seqlen-k", "9", "--seqlens-k", "9,0,4", "--causal", "--dim", "4")[0]
+        # batch 0: rows see 5..9 keys (35); batch 1: none; batch 2 (4 keys, Sq=5): 0,1,2,3,4 (10)
+        self.assertEqual(float(row["flops"]), 4 * 4 * 2 * (35 + 0 + 10))
+        self.assertEqual(row["seqlens_k"], "9;0;4")
+
+    def test_chart_renders_gpu_rows_and_baselines(self):
+        src = os.path.join(self.dir, "gpu.csv")
+        handmade_gpu_csv(src, self.columns)
+        out = os.path.join(self.dir, "chart")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
+                            "--out", out], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for ext in (".png", ".svg"):
+            self.assertGreater(os.path.getsize(out + ext), 10000)
+        with open(out + ".svg") as f:
+            svg = f.read()
+        for text in ("baseline_cublas", "torch_sdpa_flash", "MODEL, not a measurement"):
+            self.assertIn(text, svg)
+        self.assertNotIn("not GPU performance", svg)
+
+    def test_cpu_rows_are_labelled(self):
+        src = os.path.join(self.dir, "r.csv")
+        run_step0(self.dir, "--seq", "16")
+        out = os.path.join(self.dir, "cpu")
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src, "--out",
+                        out], check=True, capture_output=True)
+        with open(out + ".svg") as f:
+            self.assertIn("CPU backend: not GPU performance", f.read())
+
+    def test_chart_refuses_a_missing_column(self):
+        src = os.path.join(self.dir, "bad.csv")
+        handmade_gpu_csv(src, self.columns, drop="tflops")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
+                            "--out", os.path.join(self.dir, "x")], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("missing column(s): tflops", r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "x.png")))
+
+    def test_chart_refuses_a_non_number(self):
+        src = os.path.join(self.dir, "bad.csv")
+        handmade_gpu_csv(src, self.columns)
+        with open(src) as f:
+            text = f.read().replace("step3_fused,gpu", "step3_fused,gpu", 1)
+        lines = text.splitlines()
+        lines[3] = lines[3].replace(",16,16,", ",sixteen,16,", 1)
+        with open(src, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
+                            "--no-plot"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(":4: column heads is not a number", r.stderr)
+
+    def test_readme_table_is_regenerated_between_markers(self):
+        src = os.path.join(self.dir, "gpu.csv")
+        handmade_gpu_csv(src, self.columns)
+        readme = os.path.join(self.dir, "README.md")
+        with open(readme, "w") as f:
+            f.write("# Title\n\nbefore\n<!-- results:begin -->\nold table\n"
+                    "<!-- results:end -->\nafter\n")
+        for _ in range(2):  # idempotent
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
+                            "--no-plot", "--readme", readme], check=True, capture_output=True)
+        with open(readme) as f:
+            text = f.read()
+        self.assertTrue(text.startswith("# Title\n\nbefore\n<!-- results:begin -->\n"))
+        self.assertTrue(text.endswith("<!-- results:end -->\nafter\n"))
+        self.assertNotIn("old table", text)
+        self.assertIn("| fp16 B=1 H=16 S=4096 D=64 causal | step3_fused | 8.000 |", text)
+        self.assertIn("| 10.0x |", text)  # step1 40 ms -> step3 4 ms at S=1024
+        self.assertEqual(text.count("results:begin"), 1)
+
+    def test_readme_without_markers_is_refused(self):
+        src = os.path.join(self.dir, "gpu.csv")
+        handmade_gpu_csv(src, self.columns)
+        readme = os.path.join(self.dir, "README.md")
+        with open(readme, "w") as f:
+            f.write("# no markers\n")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
+                            "--no-plot", "--readme", readme], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("markers", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
