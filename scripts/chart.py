@@ -200,7 +200,8 @@ def plot(rows, out, spec_name):
         # Steps with the same traffic share a point: distinct markers, hollow, keep both visible.
         rax.plot([ai], [bound], markers[step], color=color[step], markerfacecolor="none",
                  markersize=9, markeredgewidth=1.6,
-                 label=f"{step}: {ai:.0f} FLOP/B, <= {bound:.0f} TFLOPS")
+                 label=f"{step}: {ai:.0f} FLOP/B, <= {bound:.0f} TFLOPS"
+                 + ("" if step in steps or step in baselines else " (not in this CSV)"))
     rax.set_xscale("log")
     rax.set_yscale("log")
     rax.set_xlabel("arithmetic intensity (FLOP per modelled HBM byte)")
