@@ -59,23 +59,17 @@ STEP_MATRIX_TESTS("step1_naive")
 STEP_MATRIX_TESTS("step2_tiled")
 STEP_MATRIX_TESTS("step3_fused")
 
-TEST_CASE("step1 keeps S and P in global memory: its scratch is Sq x Sk floats", "[step1_naive]") {
-  // The contrast the fused steps will draw: step1's only scratch buffer holds all of S.
+TEST_CASE("steps 1 and 2 keep S and P in global memory: one Sq x Sk FP32 buffer", "[steps]") {
+  // The contrast step 3 draws: the unfused steps' only scratch buffer holds all of S.
   attn::Problem p = attn_test::make(2, 3, 3, 17, 29, 64, attn::DType::fp16, false);
   auto be = attn::make_cpu_backend();
   const attn::DeviceProblem dev(*be, p, attn::make_inputs(p));
-  attn::RunContext ctx(*be);
-  step_named("step1_naive").cpu(dev.params(), ctx);
-  CHECK(ctx.scratch_bytes() == size_t(2) * 3 * 17 * 29 * sizeof(float));
-}
-
-TEST_CASE("step2 still writes S and P to global memory", "[step2_tiled]") {
-  attn::Problem p = attn_test::make(2, 3, 3, 17, 29, 64, attn::DType::fp16, false);
-  auto be = attn::make_cpu_backend();
-  const attn::DeviceProblem dev(*be, p, attn::make_inputs(p));
-  attn::RunContext ctx(*be);
-  step_named("step2_tiled").cpu(dev.params(), ctx);
-  CHECK(ctx.scratch_bytes() == size_t(2) * 3 * 17 * 29 * sizeof(float));
+  for (const char* name : {"step1_naive", "step2_tiled"}) {
+    INFO(name);
+    attn::RunContext ctx(*be);
+    step_named(name).cpu(dev.params(), ctx);
+    CHECK(ctx.scratch_bytes() == size_t(2) * 3 * 17 * 29 * sizeof(float));
+  }
 }
 
 TEST_CASE("step3 writes only O and LSE: no S/P buffer, inputs untouched", "[step3_fused]") {
