@@ -30,9 +30,12 @@ if ! command -v nvcc >/dev/null 2>&1; then
 fi
 
 if [ "${1:-}" = "--python" ]; then
-  if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import matplotlib" 2>/dev/null; then
-    echo "setup: creating .venv with matplotlib"
+  have() { .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('$1') is None)" 2>/dev/null; }
+  if [ ! -x .venv/bin/python ] || ! have matplotlib || ! have cutlass_library; then
+    echo "setup: creating .venv with matplotlib and nvidia-cutlass (CuTe headers: the layout oracle)"
     python3 -m venv .venv
     .venv/bin/pip install -q --disable-pip-version-check matplotlib
+    # Only CuTe's headers are used (tests/cute_layouts.cpp), so not the package's dependencies.
+    .venv/bin/pip install -q --disable-pip-version-check --no-deps nvidia-cutlass
   fi
 fi

@@ -461,6 +461,22 @@ size_t dynamic_shared_memory_bytes() {
   return t_block->smem_bytes;
 }
 
+int block_threads() {
+  return t_block->nthreads;
+}
+
+void check_shared(const void* p, size_t bytes, size_t align, const char* what,
+                  const std::source_location& where) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  const Block& blk = *t_block;
+  if (c < blk.smem || c + bytes > blk.smem + blk.smem_bytes)
+    fail(std::string(what) + " at " + loc(where) + ": address is not inside the block's " +
+         std::to_string(blk.smem_bytes) + " bytes of shared memory");
+  if (reinterpret_cast<uintptr_t>(c) % align != 0)
+    fail(std::string(what) + " at " + loc(where) + ": shared address not " + std::to_string(align) +
+         "-byte aligned");
+}
+
 }  // namespace detail
 
 void fail(const std::string& what) {

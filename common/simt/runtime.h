@@ -9,9 +9,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <source_location>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace simt {
 
@@ -26,7 +28,21 @@ struct KernelError : std::runtime_error {
 
 namespace detail {
 
-// What the builtins threadIdx, blockIdx, blockDim and gridDim read. One per CUDA thread.
+// cp.async state of one thread: copies issued since the last commit_group, and the committed
+// groups not yet waited for, oldest first. A copy lands in shared memory only when a
+// wait_group retires its group (see ptx.cpp), never earlier.
+struct PendingCopy {
+  unsigned char* dst;
+  unsigned char data[16];  // the source bytes, read when the copy was issued
+  int bytes;               // bytes copied from the source; the rest of the 16 are zero-filled
+};
+struct AsyncCopies {
+  std::vector<PendingCopy> open;
+  std::deque<std::vector<PendingCopy>> groups;
+};
+
+// What the builtins threadIdx, blockIdx, blockDim and gridDim read, and other per-thread state
+// of the PTX emulations. One per CUDA thread.
 struct ThreadIds {
   uint3 thread_idx;
   uint3 block_idx;
@@ -35,6 +51,7 @@ struct ThreadIds {
   int tid;   // linear thread index in the block
   int lane;  // tid % 32
   int warp;  // tid / 32
+  AsyncCopies async;
 };
 
 // The CUDA thread running on this OS thread right now.
@@ -83,6 +100,12 @@ void barrier_sync(int id, int count, const char* what, const std::source_locatio
 // The block's dynamic shared memory (the launch's smem bytes), poisoned at block start.
 unsigned char* dynamic_shared_memory();
 size_t dynamic_shared_memory_bytes();
+// Fails (naming `what` and `where`) unless [p, p + bytes) lies in the block's dynamic shared
+// memory and p is aligned to `align` bytes.
+void check_shared(const void* p, size_t bytes, size_t align, const char* what,
+                  const std::source_location& where);
+// Number of threads in the block (a warp-wide PTX operation needs whole warps).
+int block_threads();
 
 // ---- Generic waiting, for asynchronous operations added by later steps
 // --------------------------- Suspends the calling CUDA thread until `ready(arg)` returns true.

@@ -1,0 +1,195 @@
+// The sm_80 PTX emulations: mma.sync m16n8k16, ldmatrix, cp.async.
+#include "common/simt/ptx.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "common/simt/runtime.h"
+
+namespace simt {
+
+namespace {
+
+inline constexpr char kMmaF16[] = "mma.sync.m16n8k16.f32.f16.f16.f32";
+inline constexpr char kMmaBf16[] = "mma.sync.m16n8k16.f32.bf16.bf16.f32";
+inline constexpr char kLdmatrix[] = "ldmatrix.sync.m8n8.b16";
+
+std::atomic<bool> g_skip_wait{false};
+std::mutex g_skip_mutex;
+std::string g_skip_file;
+int g_skip_line = 0;
+
+float half_to_float(uint16_t bits, MmaType t) {
+  if (t == MmaType::f16) {
+    __half_raw r;
+    r.x = bits;
+    return __half2float(__half(r));
+  }
+  __nv_bfloat16_raw r;
+  r.x = bits;
+  return __bfloat162float(__nv_bfloat16(r));
+}
+
+// Element i of a lane's fragment register array: register i / 2, low half first.
+uint16_t half_of(const uint32_t* regs, int i) {
+  return static_cast<uint16_t>(regs[i / 2] >> (16 * (i % 2)));
+}
+
+struct MmaIn {
+  uint32_t a[4];
+  uint32_t b[2];
+  float c[4];
+};
+
+// The fragment layouts of mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with
+// floating point type"), with g = lane / 4 and t = lane % 4:
+//   A (16 x 16, row): a_i at row g + 8 * ((i / 2) % 2), column 2t + i % 2 + 8 * (i / 4)
+//   B (16 x 8, col):  b_i at row (k) 2t + i % 2 + 8 * (i / 2), column (n) g
+//   C, D (16 x 8):    c_i at row g + 8 * (i / 2), column 2t + i % 2
+template <MmaType T>
+void mma_compute(const detail::CollectiveView& v) {
+  float A[16][16], B[16][8], C[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    MmaIn in;
+    std::memcpy(&in, v.lanes[lane].in, sizeof in);
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 8; ++i)
+      A[g + 8 * ((i / 2) % 2)][2 * t + i % 2 + 8 * (i / 4)] = half_to_float(half_of(in.a, i), T);
+    for (int i = 0; i < 4; ++i)
+      B[2 * t + i % 2 + 8 * (i / 2)][g] = half_to_float(half_of(in.b, i), T);
+    for (int i = 0; i < 4; ++i) C[g + 8 * (i / 2)][2 * t + i % 2] = in.c[i];
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    float d[4];
+    for (int i = 0; i < 4; ++i) {
+      const int m = g + 8 * (i / 2), n = 2 * t + i % 2;
+      float acc = C[m][n];  // products of 16-bit values are exact in FP32; sums accumulate in FP32
+      for (int k = 0; k < 16; ++k) acc += A[m][k] * B[k][n];
+      d[i] = acc;
+    }
+    std::memcpy(v.lanes[lane].out, d, sizeof d);
+  }
+}
+
+struct LdmatrixIn {
+  const unsigned char* row;
+  int count;
+  int trans;
+};
+
+// ldmatrix (PTX ISA, "Warp-level matrix load instruction: ldmatrix"): register j of lane l holds
+// two 16-bit elements of matrix j: row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1; with .trans,
+// rows 2 (l % 4) and 2 (l % 4) + 1 of column l / 4. Row r of matrix j is 16 bytes at the address
+// lane 8 j + r supplied.
+void ldmatrix_compute(const detail::CollectiveView& v) {
+  LdmatrixIn first;
+  std::memcpy(&first, v.lanes[0].in, sizeof first);
+  for (int lane = 0; lane < 32; ++lane) {
+    uint32_t regs[4] = {};
+    for (int j = 0; j < first.count; ++j) {
+      auto element = [&](int r, int c) {
+        LdmatrixIn src;
+        std::memcpy(&src, v.lanes[8 * j + r].in, sizeof src);
+        uint16_t e;
+        std::memcpy(&e, src.row + 2 * c, 2);
+        return static_cast<uint32_t>(e);
+      };
+      const int q = lane / 4, p = 2 * (lane % 4);
+      regs[j] = first.trans ? element(p, q) | element(p + 1, q) << 16
+                            : element(q, p) | element(q, p + 1) << 16;
+    }
+    std::memcpy(v.lanes[lane].out, regs, sizeof regs);
+  }
+}
+
+void need_whole_warp(const char* what, const std::source_location& where) {
+  if (detail::block_threads() % 32 != 0)
+    fail(std::string(what) + " at " + where.file_name() + ":" + std::to_string(where.line()) +
+         ": the block has " + std::to_string(detail::block_threads()) +
+         " threads; a .sync.aligned warp instruction needs whole warps");
+}
+
+}  // namespace
+
+void mma_m16n8k16(MmaType type, float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                  const float (&c)[4], const std::source_location& where) {
+  need_whole_warp("mma.sync", where);
+  MmaIn in;
+  std::memcpy(in.a, a, sizeof in.a);
+  std::memcpy(in.b, b, sizeof in.b);
+  std::memcpy(in.c, c, sizeof in.c);
+  if (type == MmaType::f16)
+    detail::warp_collective(0xffffffffu, kMmaF16, &in, sizeof in, d, sizeof d,
+                            mma_compute<MmaType::f16>, where);
+  else
+    detail::warp_collective(0xffffffffu, kMmaBf16, &in, sizeof in, d, sizeof d,
+                            mma_compute<MmaType::bf16>, where);
+}
+
+void ldmatrix(int count, bool trans, uint32_t* regs, const void* row_address,
+              const std::source_location& where) {
+  need_whole_warp("ldmatrix", where);
+  // Lanes past the last matrix's rows supply no address (hardware ignores them).
+  if (detail::current().lane < 8 * count)
+    detail::check_shared(row_address, 16, 16, "ldmatrix", where);
+  const LdmatrixIn in{static_cast<const unsigned char*>(row_address), count, trans ? 1 : 0};
+  uint32_t out[4];
+  detail::warp_collective(0xffffffffu, kLdmatrix, &in, sizeof in, out, sizeof out, ldmatrix_compute,
+                          where);
+  std::memcpy(regs, out, sizeof(uint32_t) * count);
+}
+
+void cp_async_16(void* dst, const void* src, int src_bytes, const std::source_location& where) {
+  detail::check_shared(dst, 16, 16, "cp.async", where);
+  if (src_bytes < 0 || src_bytes > 16) fail("cp.async: source size must be in [0, 16]");
+  if (src_bytes > 0 && reinterpret_cast<uintptr_t>(src) % 16 != 0)
+    fail(std::string("cp.async at ") + where.file_name() + ":" + std::to_string(where.line()) +
+         ": global source address not 16-byte aligned");
+  detail::PendingCopy c{static_cast<unsigned char*>(dst), {}, src_bytes};
+  if (src_bytes > 0) std::memcpy(c.data, src, src_bytes);
+  detail::current().async.open.push_back(c);
+}
+
+void cp_async_commit() {
+  auto& a = detail::current().async;
+  a.groups.push_back(std::move(a.open));
+  a.open.clear();
+}
+
+void cp_async_wait(int n, const std::source_location&) {
+  if (g_skip_wait.load(std::memory_order_relaxed)) return;
+  auto& a = detail::current().async;
+  while (static_cast<int>(a.groups.size()) > n) {
+    for (const detail::PendingCopy& c : a.groups.front()) {
+      std::memcpy(c.dst, c.data, c.bytes);
+      std::memset(c.dst + c.bytes, 0, 16 - c.bytes);  // the zero-fill of a partial source
+    }
+    a.groups.pop_front();
+  }
+}
+
+namespace testing {
+void skip_cp_async_wait(bool on) {
+  g_skip_wait = on;
+}
+void skip_barrier_at(const char* file_suffix, int line) {
+  std::lock_guard lock(g_skip_mutex);
+  g_skip_file = file_suffix ? file_suffix : "";
+  g_skip_line = line;
+}
+bool barrier_skipped(const std::source_location& where) {
+  std::lock_guard lock(g_skip_mutex);
+  if (g_skip_line == 0 || static_cast<int>(where.line()) != g_skip_line) return false;
+  const std::string f = where.file_name();
+  return f.size() >= g_skip_file.size() &&
+         f.compare(f.size() - g_skip_file.size(), g_skip_file.size(), g_skip_file) == 0;
+}
+}  // namespace testing
+
+}  // namespace simt

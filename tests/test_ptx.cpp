@@ -1,0 +1,194 @@
+// The sm_80 PTX wrappers (common/ptx.h) on the CPU backend, each against the definition of its
+// instruction in the PTX ISA. tests/test_ptx_oracle.cpp checks the same layouts against CuTe.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/ptx.h"
+#include "common/simt/memory.h"
+
+using attn::launch;
+
+namespace {
+
+template <typename T>
+struct Buf {
+  T* ptr;
+  size_t n;
+  explicit Buf(size_t count) : n(count) {
+    ptr = static_cast<T*>(simt::device_malloc(count * sizeof(T), "buf"));
+  }
+  ~Buf() { simt::device_free(ptr); }
+};
+
+template <typename T>
+uint16_t bits(float x) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __half_as_ushort(__float2half_rn(x));
+  else
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
+// One warp: builds its A, B, C fragments from full matrices with the layouts the PTX ISA gives,
+// runs mma.m16n8k16, and scatters D back the same way.
+template <typename T>
+__global__ void mma_kernel(const float* A, const float* B, const float* C, float* D) {
+  const int lane = threadIdx.x, g = lane / 4, t = lane % 4;
+  uint32_t a[4] = {}, b[2] = {};
+  float c[4], d[4];
+  for (int i = 0; i < 8; ++i) {
+    const int m = g + 8 * ((i / 2) % 2), k = 2 * t + i % 2 + 8 * (i / 4);
+    a[i / 2] |= uint32_t(bits<T>(A[m * 16 + k])) << (16 * (i % 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int k = 2 * t + i % 2 + 8 * (i / 2), n = g;
+    b[i / 2] |= uint32_t(bits<T>(B[k * 8 + n])) << (16 * (i % 2));
+  }
+  for (int i = 0; i < 4; ++i) c[i] = C[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
+  attn::mma_m16n8k16<T>(d, a, b, c);
+  for (int i = 0; i < 4; ++i) D[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
+}
+
+template <typename T>
+void check_mma() {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> u(-8, 8);  // small integers: every product and sum exact
+  Buf<float> A(256), B(128), C(128), D(128);
+  for (int x = 0; x < 256; ++x) A.ptr[x] = float(u(rng));
+  for (int x = 0; x < 128; ++x) B.ptr[x] = float(u(rng)), C.ptr[x] = float(u(rng)) / 4;
+  launch(mma_kernel<T>, {dim3(1), dim3(32)}, static_cast<const float*>(A.ptr),
+         static_cast<const float*>(B.ptr), static_cast<const float*>(C.ptr), D.ptr);
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 8; ++n) {
+      float want = C.ptr[m * 8 + n];
+      for (int k = 0; k < 16; ++k) want += A.ptr[m * 16 + k] * B.ptr[k * 8 + n];
+      INFO("m " << m << " n " << n);
+      REQUIRE(D.ptr[m * 8 + n] == want);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("ptx: mma.m16n8k16 computes D = A B + C, fp16 and bf16", "[ptx]") {
+  check_mma<__half>();
+  check_mma<__nv_bfloat16>();
+}
+
+namespace {
+// Shared memory holds 32 rows of 8 halves, value 100 * row + col; lane l points at row l.
+template <int N, bool Trans>
+__global__ void ldmatrix_kernel(uint32_t* out) {
+  uint16_t* smem = attn::shared_memory<uint16_t>();
+  for (int c = 0; c < 8; ++c) smem[threadIdx.x * 8 + c] = uint16_t(100 * threadIdx.x + c);
+  __syncthreads();
+  uint32_t r[N];
+  attn::ldmatrix<N, Trans>(r, smem + (threadIdx.x % (8 * N)) * 8);
+  for (int j = 0; j < N; ++j) out[threadIdx.x * N + j] = r[j];
+}
+
+template <int N, bool Trans>
+void check_ldmatrix() {
+  Buf<uint32_t> out(32 * N);
+  launch(ldmatrix_kernel<N, Trans>, {dim3(1), dim3(32), 32 * 8 * 2}, out.ptr);
+  for (int l = 0; l < 32; ++l)
+    for (int j = 0; j < N; ++j) {
+      // Matrix j is rows 8j..8j+7 of shared memory; PTX: lane l gets row l/4, cols 2(l%4)+{0,1}
+      // (.trans: rows 2(l%4)+{0,1}, col l/4).
+      const int q = l / 4, p = 2 * (l % 4);
+      const uint32_t lo = Trans ? 100 * (8 * j + p) + q : 100 * (8 * j + q) + p;
+      const uint32_t hi = Trans ? 100 * (8 * j + p + 1) + q : 100 * (8 * j + q) + p + 1;
+      INFO("x" << N << (Trans ? ".trans" : "") << " lane " << l << " reg " << j);
+      REQUIRE(out.ptr[l * N + j] == (lo | hi << 16));
+    }
+}
+}  // namespace
+
+TEST_CASE("ptx: ldmatrix x1, x2, x4, with and without .trans", "[ptx]") {
+  check_ldmatrix<1, false>();
+  check_ldmatrix<2, false>();
+  check_ldmatrix<4, false>();
+  check_ldmatrix<1, true>();
+  check_ldmatrix<2, true>();
+  check_ldmatrix<4, true>();
+}
+
+namespace {
+// Each thread copies 16 bytes of `src` into shared memory in three groups, with a partial
+// source in the last one, and records what it sees at each stage.
+__global__ void cp_async_kernel(const unsigned char* src, unsigned char* seen) {
+  unsigned char* smem = attn::shared_memory<unsigned char>() + threadIdx.x * 48;
+  const unsigned char* s = src + threadIdx.x * 48;
+  unsigned char* out = seen + threadIdx.x * 4 * 48;
+  attn::cp_async_16(smem, s, 16);
+  attn::cp_async_commit();
+  attn::cp_async_16(smem + 16, s + 16, 16);
+  attn::cp_async_commit();
+  attn::cp_async_16(smem + 32, s + 32, 6);  // 6 bytes copied, 10 zero-filled
+  attn::cp_async_commit();
+  std::memcpy(out, smem, 48);  // before any wait: nothing has landed
+  attn::cp_async_wait<2>();
+  std::memcpy(out + 48, smem, 48);  // the oldest group has landed
+  attn::cp_async_wait<1>();
+  std::memcpy(out + 96, smem, 48);
+  attn::cp_async_wait<0>();
+  std::memcpy(out + 144, smem, 48);
+}
+}  // namespace
+
+TEST_CASE("ptx: cp.async lands only at its wait_group, with zero fill", "[ptx]") {
+  Buf<unsigned char> src(4 * 48), seen(4 * 4 * 48);
+  for (int x = 0; x < 4 * 48; ++x) src.ptr[x] = static_cast<unsigned char>(x + 1);
+  launch(cp_async_kernel, {dim3(1), dim3(4), 4 * 48}, static_cast<const unsigned char*>(src.ptr),
+         seen.ptr);
+  for (int t = 0; t < 4; ++t) {
+    const unsigned char* s = src.ptr + t * 48;
+    const unsigned char* v = seen.ptr + t * 4 * 48;
+    for (int stage = 0; stage < 4; ++stage)
+      for (int x = 0; x < 48; ++x) {
+        const int group = x / 16;   // groups 0, 1, 2 land at stages 1, 2, 3
+        unsigned char want = 0xFF;  // shared memory's poison until the copy lands
+        if (stage > group) want = (group == 2 && x >= 38) ? 0 : s[x];
+        INFO("thread " << t << " stage " << stage << " byte " << x);
+        REQUIRE(v[stage * 48 + x] == want);
+      }
+  }
+}
+
+namespace {
+__global__ void bad_cp_async(const unsigned char* src, int which) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  if (which == 0) attn::cp_async_16(smem + 8, src, 16);   // misaligned
+  if (which == 1) attn::cp_async_16(smem + 64, src, 16);  // past the end of shared memory
+  if (which == 2) attn::cp_async_16(smem, src + 4, 16);   // misaligned source
+}
+__global__ void partial_warp_mma(float* out) {
+  uint32_t a[4] = {}, b[2] = {};
+  float c[4] = {}, d[4];
+  attn::mma_m16n8k16<__half>(d, a, b, c);
+  out[threadIdx.x] = d[0];
+}
+}  // namespace
+
+TEST_CASE("ptx: misuse is reported, not executed", "[ptx]") {
+  Buf<unsigned char> src(64);
+  for (int which : {0, 1, 2}) {
+    INFO(which);
+    CHECK_THROWS_WITH(launch(bad_cp_async, {dim3(1), dim3(1), 64},
+                             static_cast<const unsigned char*>(src.ptr), which),
+                      Catch::Contains("cp.async") && Catch::Contains("test_ptx.cpp"));
+  }
+  Buf<float> out(48);
+  CHECK_THROWS_WITH(launch(partial_warp_mma, {dim3(1), dim3(48)}, out.ptr),
+                    Catch::Contains("whole warps"));
+}
+
+TEST_CASE("ptx: pack2 rounds to nearest even, low half first", "[ptx]") {
+  const uint32_t h = attn::pack2<__half>(1.0f, 1.0f + 0x1p-11f);  // a tie: rounds to 1.0
+  CHECK((h & 0xffff) == 0x3C00);
+  CHECK((h >> 16) == 0x3C00);
+  const uint32_t b = attn::pack2<__nv_bfloat16>(-2.0f, 1.0f + 0x1p-7f);
+  CHECK((b & 0xffff) == 0xC000);
+  CHECK((b >> 16) == 0x3F81);
+}
