@@ -48,7 +48,10 @@ ATTN_HD r123::Philox4x32::ctr_type dropout_words(uint64_t seed, int b, int h, in
 
 ATTN_HD bool dropout_keep(const Dropout& d, int b, int h, int i, int j) {
   if (!d.enabled) return true;
-  return dropout_words(d.seed, b, h, i, j)[j & 3] >= d.threshold;
+  const r123::Philox4x32::ctr_type w = dropout_words(d.seed, b, h, i, j);
+  // Select word j % 4 without indexing the array at run time (which would put it in local memory).
+  const uint32_t x = (j & 2) ? ((j & 1) ? w[3] : w[2]) : ((j & 1) ? w[1] : w[0]);
+  return x >= d.threshold;
 }
 
 // The factor element (b, h, i, j) of P is multiplied by: 0 if dropped, 1 / (1 - p) if kept.

@@ -1,107 +1,249 @@
 #!/usr/bin/env python3
-"""Tabulates what ptxas reported for every step kernel: registers, spills, stack, shared memory.
-
-The build keeps ptxas's --resource-usage output beside each kernel object
-(cmake/nvcc_capture.sh), so this reads those files instead of compiling again.
+"""The kernel report: for every kernel of every step and each target architecture, what ptxas
+allocated (registers, spills, stack), how the kernel is launched (threads and dynamic shared
+memory per block), the resulting occupancy, and which tensor-core and async-copy instructions it
+contains, in PTX and in SASS.
 
     scripts/kernel_report.py [--build build] [--out docs/kernel_report.md]
-                             [--no-spills STEP ...]
+                             [--no-spills STEP ...] [--require-tensor-core STEP ...]
 
---no-spills exits 1 (naming the kernel) if any kernel of the named steps spills registers or
-uses a stack frame on any architecture.
+Sources, all from the normal build (nothing is compiled again):
+  - ptxas --resource-usage output, kept beside each kernel object by cmake/nvcc_capture.sh;
+  - launches: each step binary is run on the CPU backend for every head dim with
+    SIMT_LOG_LAUNCHES, which logs the launch site, threads and dynamic shared memory;
+  - PTX and SASS: cuobjdump (and nvdisasm) from the PyPI packages nvidia-cuda-cuobjdump and
+    nvidia-cuda-nvdisasm, which scripts/setup.sh --python installs into .venv.
+
+--no-spills fails (exit 1) if a kernel of those steps spills or uses a stack frame;
+--require-tensor-core fails unless every kernel of those steps contains mma.sync, ldmatrix and
+cp.async in PTX, and HMMA, LDSM and LDGSTS in SASS, on every architecture.
 """
 import argparse
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
 FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
+HEAD_DIMS = [64, 80, 96, 128]
+
+# Per-SM limits (CUDA C Programming Guide, "Compute Capabilities" table).
+ARCH = {
+    "sm_80": {"regs": 65536, "threads": 2048, "blocks": 32, "smem": 167936},
+    "sm_89": {"regs": 65536, "threads": 1536, "blocks": 24, "smem": 102400},
+    "sm_90a": {"regs": 65536, "threads": 2048, "blocks": 32, "smem": 233472},
+}
+PTX_OPS = {"mma": r"\bmma\.sync\.aligned\.m16n8k16", "ldmatrix": r"\bldmatrix\.sync",
+           "cp.async": r"\bcp\.async\.cg"}
+SASS_OPS = {"HMMA": r"\bHMMA\.16816", "LDSM": r"\bLDSM\.", "LDGSTS": r"\bLDGSTS\."}
 
 
 def demangle(names):
-    if not names:
-        return {}
     out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True,
                          check=True).stdout.splitlines()
     return dict(zip(names, out))
 
 
 def short(name):
-    """step3::gpu::attention_kernel<__nv_bfloat16, 128>(attn::AttentionParams) ->
-    attention_kernel<bf16, 128>"""
     name = name.split("(")[0]
-    name = re.sub(r"^(void )?step\d+::gpu::", "", name)
+    name = re.sub(r"^(void )?\w+::gpu::", "", name)
     return name.replace("__nv_bfloat16", "bf16").replace("__half", "fp16")
 
 
-def parse(path):
-    step = path.split(os.sep + "CMakeFiles" + os.sep)[0].split(os.sep)[-1]
-    rows, cur = [], None
-    with open(path) as f:
-        for line in f:
-            if m := ENTRY.search(line):
-                cur = {"step": step, "mangled": m.group(1), "arch": m.group(2), "regs": None,
-                       "stack": 0, "spill_st": 0, "spill_ld": 0, "smem": 0}
-                rows.append(cur)
-            elif cur and (m := FRAME.search(line)):
-                cur["stack"], cur["spill_st"], cur["spill_ld"] = map(int, m.groups())
-            elif cur and (m := USED.search(line)):
-                cur["regs"] = int(m.group(1))
-                cur["smem"] = int(m.group(3) or 0)
+def base_and_dim(kernel):
+    m = re.match(r"(\w+)(?:<(.*)>)?", kernel)
+    args = [a.strip() for a in (m.group(2) or "").split(",")]
+    dim = int(args[-1]) if args and args[-1].isdigit() else None
+    return m.group(1), dim
+
+
+def ptxas_rows(build):
+    rows = []
+    for path in sorted(glob.glob(os.path.join(build, "step*", "CMakeFiles", "*_gpu.dir",
+                                              "*.resource-usage.txt"))):
+        step = path.split(os.sep + "CMakeFiles" + os.sep)[0].split(os.sep)[-1]
+        obj = path[: -len(".resource-usage.txt")]
+        cur = None
+        with open(path) as f:
+            for line in f:
+                if m := ENTRY.search(line):
+                    cur = {"step": step, "obj": obj, "mangled": m.group(1), "arch": m.group(2),
+                           "regs": 0, "stack": 0, "spill_st": 0, "spill_ld": 0, "smem_static": 0}
+                    rows.append(cur)
+                elif cur and (m := FRAME.search(line)):
+                    cur["stack"], cur["spill_st"], cur["spill_ld"] = map(int, m.groups())
+                elif cur and (m := USED.search(line)):
+                    cur["regs"] = int(m.group(1))
+                    cur["smem_static"] = int(m.group(3) or 0)
     return rows
 
 
+def launches(build, step):
+    """(kernel base name, head dim or None) -> (threads, dynamic smem), from the CPU backend."""
+    exe = os.path.join(build, "bin", step)
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        for dim in HEAD_DIMS:
+            log = os.path.join(d, f"{dim}.log")
+            subprocess.run([exe, "--backend", "cpu", "--seq", "16", "--dim", str(dim), "--iters",
+                            "1", "--warmup", "0", "--no-check", "--quiet"],
+                           env={**os.environ, "SIMT_LOG_LAUNCHES": log}, capture_output=True)
+            if not os.path.exists(log):
+                continue
+            for line in open(log):
+                site, threads, smem = line.split()
+                path, lineno = site.rsplit(":", 1)
+                src = open(path).read().splitlines()
+                text = " ".join(src[max(0, int(lineno) - 4): int(lineno)])
+                names = re.findall(r"launch\(\s*(\w+)", text)
+                if names:
+                    out[(names[-1], dim)] = (int(threads), int(smem))
+    return out
+
+
+def occupancy(arch, regs, threads, smem):
+    lim = ARCH[arch]
+    warps = (threads + 31) // 32
+    regs_per_warp = ((max(regs, 1) * 32 + 255) // 256) * 256
+    by_regs = lim["regs"] // (regs_per_warp * warps)
+    by_threads = lim["threads"] // (warps * 32)
+    by_smem = lim["smem"] // (smem + 1024) if smem else lim["blocks"]  # 1 KB reserved per block
+    blocks = min(by_regs, by_threads, by_smem, lim["blocks"])
+    return blocks, blocks * warps / (lim["threads"] // 32)
+
+
+def find_tool(name):
+    for d in glob.glob(os.path.join(ROOT, ".venv", "lib", "python3*", "site-packages", "nvidia",
+                                    "cu*", "bin")):
+        if os.path.exists(os.path.join(d, name)):
+            return os.path.join(d, name)
+    return shutil.which(name)
+
+
+def per_function(text, start):
+    """Splits a cuobjdump listing into {mangled name: text} at lines matching `start`."""
+    out, name = {}, None
+    for line in text.splitlines():
+        if m := re.search(start, line):
+            name = m.group(1)
+            out[name] = []
+        elif name:
+            out[name].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+def instructions(cuobjdump, obj, arch):
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(cuobjdump) + os.pathsep + env.get("PATH", "")
+    ptx = subprocess.run([cuobjdump, "-ptx", "-arch", arch, obj],
+                         capture_output=True, text=True, env=env).stdout
+    sass = subprocess.run([cuobjdump, "-sass", "-arch", arch, obj], capture_output=True,
+                          text=True, env=env).stdout
+    return (per_function(ptx, r"\.entry\s+(\w+)\("),
+            per_function(sass, r"Function : (\w+)"))
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--out", help="write the Markdown table here")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out", help="write the Markdown report here")
     ap.add_argument("--no-spills", nargs="*", default=[], metavar="STEP")
+    ap.add_argument("--require-tensor-core", nargs="*", default=[], metavar="STEP")
     args = ap.parse_args()
 
-    files = sorted(glob.glob(os.path.join(args.build, "step*", "CMakeFiles", "*_gpu.dir",
-                                          "*.resource-usage.txt")))
-    if not files:
+    rows = ptxas_rows(args.build)
+    if not rows:
         print(f"kernel_report: no ptxas reports under {args.build}/; build first "
               "(scripts/build.sh)", file=sys.stderr)
         return 2
-    rows = [r for f in files for r in parse(f)]
     names = demangle(sorted({r["mangled"] for r in rows}))
+    launch = {s: launches(args.build, s) for s in sorted({r["step"] for r in rows})}
+    cuobjdump = find_tool("cuobjdump")
+    have_sass = cuobjdump is not None and find_tool("nvdisasm") is not None
+    dumps = {}
     for r in rows:
         r["kernel"] = short(names[r["mangled"]])
+        base, dim = base_and_dim(r["kernel"])
+        cfg = launch[r["step"]].get((base, dim)) or launch[r["step"]].get((base, HEAD_DIMS[0]))
+        r["threads"], r["smem_dyn"] = cfg if cfg else (0, 0)
+        if r["threads"]:
+            r["blocks"], r["occ"] = occupancy(r["arch"], r["regs"], r["threads"],
+                                              r["smem_static"] + r["smem_dyn"])
+        r["ptx"], r["sass"] = {}, {}
+        if cuobjdump:
+            key = (r["obj"], r["arch"])
+            if key not in dumps:
+                dumps[key] = instructions(cuobjdump, r["obj"], r["arch"])
+            ptx, sass = dumps[key]
+            r["ptx"] = {op: len(re.findall(rx, ptx.get(r["mangled"], "")))
+                        for op, rx in PTX_OPS.items()}
+            if have_sass:
+                r["sass"] = {op: len(re.findall(rx, sass.get(r["mangled"], "")))
+                             for op, rx in SASS_OPS.items()}
     rows.sort(key=lambda r: (r["step"], r["kernel"], r["arch"]))
 
-    lines = ["| step | kernel | arch | registers | spill stores (B) | spill loads (B) | "
-             "stack (B) | static smem (B) |",
-             "|---|---|---|---|---|---|---|---|"]
+    def counts(d):
+        return " ".join(f"{k} {v}" for k, v in d.items() if v) or "-" if d else "n/a"
+
+    lines = ["| step | kernel | arch | regs | spill st/ld (B) | stack (B) | threads | smem/block "
+             "(B) | blocks/SM | occupancy | PTX: mma, ldmatrix, cp.async | SASS: HMMA, LDSM, "
+             "LDGSTS |", "|" + "---|" * 12]
     for r in rows:
-        lines.append(f"| {r['step']} | `{r['kernel']}` | {r['arch']} | {r['regs']} | "
-                     f"{r['spill_st']} | {r['spill_ld']} | {r['stack']} | {r['smem']} |")
+        occ = f"{r['blocks']} | {r['occ']:.0%}" if r["threads"] else "- | -"
+        lines.append(
+            f"| {r['step']} | `{r['kernel']}` | {r['arch']} | {r['regs']} | {r['spill_st']}/"
+            f"{r['spill_ld']} | {r['stack']} | {r['threads'] or '-'} | "
+            f"{r['smem_static'] + r['smem_dyn']} | {occ} | {counts(r['ptx'])} | "
+            f"{counts(r['sass'])} |")
     table = "\n".join(lines)
     if args.out:
+        tool = ("cuobjdump + nvdisasm from PyPI" if have_sass else
+                "cuobjdump (no nvdisasm: no SASS)" if cuobjdump else "no cuobjdump: no PTX/SASS")
         with open(args.out, "w") as f:
-            f.write("# Kernel report\n\n"
-                    "What ptxas reported for every kernel of every step, for each target "
-                    "architecture.\nGenerated by `scripts/kernel_report.py --out "
-                    "docs/kernel_report.md` from the build's\nptxas `--resource-usage` output "
-                    "(CUDA toolkit of the build). Dynamic shared memory is\nchosen at launch and "
-                    "is not in this table; see each step's README.\n\n" + table + "\n")
+            f.write(
+                "# Kernel report\n\n"
+                "Generated by `scripts/kernel_report.py --out docs/kernel_report.md` from a build "
+                "of every step for\nsm_80, sm_89 and sm_90a (the default "
+                "CMAKE_CUDA_ARCHITECTURES); nothing here ran on a GPU.\n\n"
+                "- regs, spills, stack: ptxas `--resource-usage` of the build.\n"
+                "- threads, smem/block: the launch, as the CPU backend logged it "
+                "(`SIMT_LOG_LAUNCHES`); smem is static + dynamic.\n"
+                "- blocks/SM and occupancy: computed from those and the per-SM limits of each "
+                "architecture\n  (registers, threads, blocks, shared memory with 1 KB reserved "
+                "per block); occupancy = resident warps / maximum warps.\n"
+                f"- instructions: counted in the PTX and SASS of the objects ({tool}).\n\n"
+                + table + "\n")
     else:
         print(table)
 
-    bad = [r for r in rows if r["step"] in args.no_spills
-           and (r["spill_st"] or r["spill_ld"] or r["stack"])]
-    for r in bad:
-        print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']} spills "
-              f"({r['spill_st']} B stored, {r['spill_ld']} B loaded, {r['stack']} B stack)",
-              file=sys.stderr)
-    missing = [s for s in args.no_spills if not any(r["step"] == s for r in rows)]
-    for s in missing:
-        print(f"kernel_report: no kernels found for {s}", file=sys.stderr)
-    return 1 if bad or missing else 0
+    status = 0
+    for r in rows:
+        if r["step"] in args.no_spills and (r["spill_st"] or r["spill_ld"] or r["stack"]):
+            print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']} spills "
+                  f"({r['spill_st']} B stored, {r['spill_ld']} B loaded, {r['stack']} B stack)",
+                  file=sys.stderr)
+            status = 1
+        if r["step"] in args.require_tensor_core:
+            if not cuobjdump or not have_sass:
+                print("kernel_report: cuobjdump/nvdisasm not found: run scripts/setup.sh --python",
+                      file=sys.stderr)
+                return 1
+            missing = [op for op, n in {**r["ptx"], **r["sass"]}.items() if n == 0]
+            if missing:
+                print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']} lacks "
+                      f"{', '.join(missing)}", file=sys.stderr)
+                status = 1
+    for s in set(args.no_spills) | set(args.require_tensor_core):
+        if not any(r["step"] == s for r in rows):
+            print(f"kernel_report: no kernels found for {s}", file=sys.stderr)
+            status = 1
+    return status
 
 
 if __name__ == "__main__":

@@ -31,11 +31,15 @@ fi
 
 if [ "${1:-}" = "--python" ]; then
   have() { .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('$1') is None)" 2>/dev/null; }
-  if [ ! -x .venv/bin/python ] || ! have matplotlib || ! have cutlass_library; then
-    echo "setup: creating .venv with matplotlib and nvidia-cutlass (CuTe headers: the layout oracle)"
+  if [ ! -x .venv/bin/python ] || ! have matplotlib || ! have cutlass_library ||
+     ! [ -x .venv/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm ]; then
+    echo "setup: creating .venv: matplotlib, nvidia-cutlass (CuTe, the layout oracle), cuobjdump + nvdisasm"
     python3 -m venv .venv
     .venv/bin/pip install -q --disable-pip-version-check matplotlib
     # Only CuTe's headers are used (tests/cute_layouts.cpp), so not the package's dependencies.
     .venv/bin/pip install -q --disable-pip-version-check --no-deps nvidia-cutlass
+    # cuobjdump and nvdisasm, for the kernel report's PTX and SASS (scripts/kernel_report.py).
+    .venv/bin/pip install -q --disable-pip-version-check --no-deps nvidia-cuda-cuobjdump \
+      nvidia-cuda-nvdisasm
   fi
 fi

@@ -3,10 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <fstream>
 
 #include "common/check.h"
 #include "common/simt/launch.h"
 #include "common/simt/memory.h"
+#include "common/simt/ptx.h"
 #include "tests/matrix.h"
 #include "tests/steps.h"
 
@@ -58,6 +60,7 @@ const attn::StepInfo& step_named(const std::string& name) {
 STEP_MATRIX_TESTS("step1_naive")
 STEP_MATRIX_TESTS("step2_tiled")
 STEP_MATRIX_TESTS("step3_fused")
+STEP_MATRIX_TESTS("step4_tensorcore")
 
 TEST_CASE("steps 1 and 2 keep S and P in global memory: one Sq x Sk FP32 buffer", "[steps]") {
   // The contrast step 3 draws: the unfused steps' only scratch buffer holds all of S.
@@ -100,6 +103,50 @@ TEST_CASE("step3 writes only O and LSE: no S/P buffer, inputs untouched", "[step
   const auto check = attn::check_outputs(p, o, lse, attn::reference_attention(p, in));
   INFO(check.first_failure);
   CHECK(check.passed);
+}
+
+namespace {
+
+// Runs step4 on a small causal GQA problem on the CPU backend and returns whether it passed.
+bool step4_passes() {
+  attn::Options o;
+  o.problem = attn_test::make(1, 2, 1, 100, 150, 64, attn::DType::fp16, true);
+  o.iters = 1;
+  o.warmup = 0;
+  o.backend = "cpu";
+  const attn::RunOutcome r = attn::run_step(step_named("step4_tensorcore"), o);
+  return r.exit_code == 0 && r.row.check.passed;
+}
+
+// The line of the first line of `file` (relative to the source root) containing `text`.
+int line_of(const std::string& file, const std::string& text) {
+  std::ifstream in(std::string(ATTN_SOURCE_DIR) + "/" + file);
+  int n = 0;
+  for (std::string line; std::getline(in, line);)
+    if (++n, line.find(text) != std::string::npos) return n;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("step4 without its cp.async wait fails", "[step4_tensorcore]") {
+  REQUIRE(step4_passes());
+  simt::testing::skip_cp_async_wait(true);  // as if every cp.async.wait_group were deleted
+  const bool passed = step4_passes();
+  simt::testing::skip_cp_async_wait(false);
+  CHECK_FALSE(passed);
+}
+
+TEST_CASE("step4 without the barrier after the shared-memory stores fails", "[step4_tensorcore]") {
+  // The __syncthreads() that follows cp_async_wait: each thread's own copies have landed, but
+  // not necessarily the other threads'.
+  const int line = line_of("step4_tensorcore/attention.cu", "for every thread, not only for this");
+  REQUIRE(line > 0);
+  REQUIRE(step4_passes());
+  simt::testing::skip_barrier_at("step4_tensorcore/attention.cu", line);
+  const bool passed = step4_passes();
+  simt::testing::skip_barrier_at(nullptr, 0);
+  CHECK_FALSE(passed);
 }
 
 TEST_CASE("a step's --backend gpu without a device exits 2 with a reason", "[steps]") {

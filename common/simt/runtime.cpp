@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/context/fiber.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -549,6 +550,17 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
                       " bytes of dynamic shared memory (at most " +
                       std::to_string(kMaxDynamicSmem) + " on sm_90)");
 
+  // SIMT_LOG_LAUNCHES=FILE appends "file:line threads smem_bytes" per launch (scripts/
+  // kernel_report.py reads it to learn each kernel's block size and dynamic shared memory).
+  if (const char* log = std::getenv("SIMT_LOG_LAUNCHES")) {
+    static std::mutex log_mutex;
+    std::lock_guard lock(log_mutex);
+    if (FILE* f = std::fopen(log, "a")) {
+      std::fprintf(f, "%s:%u %llu %zu\n", where.file_name(), where.line(),
+                   static_cast<unsigned long long>(threads), smem);
+      std::fclose(f);
+    }
+  }
   const detail::LaunchState L{grid, block, smem, &body, schedule()};
   const uint64_t nblocks = uint64_t(grid.x) * grid.y * grid.z;
   std::vector<uint64_t> order(nblocks);

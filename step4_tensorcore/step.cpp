@@ -1,0 +1,19 @@
+// What this step is, for its main() and for the tests.
+#include "common/harness.h"
+
+namespace step4 {
+namespace cpu {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace gpu {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+
+// The kernels are instantiated for these head dims only (attn::dispatch_head_dim).
+attn::StepInfo info() {
+  return {.name = "step4_tensorcore",
+          .cpu = &cpu::run,
+          .gpu = &gpu::run,
+          .head_dims = {64, 80, 96, 128}};
+}
+}  // namespace step4
