@@ -8,28 +8,13 @@
 
 #include "common/ptx.h"
 #include "common/simt/memory.h"
+#include "tests/simt_buffer.h"
 
 using attn::launch;
+using attn_test::bits16;
+using attn_test::DeviceBuf;
 
 namespace {
-
-template <typename T>
-struct Buf {
-  T* ptr;
-  size_t n;
-  explicit Buf(size_t count) : n(count) {
-    ptr = static_cast<T*>(simt::device_malloc(count * sizeof(T), "buf"));
-  }
-  ~Buf() { simt::device_free(ptr); }
-};
-
-template <typename T>
-uint16_t bits(float x) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __half_as_ushort(__float2half_rn(x));
-  else
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-}
 
 // One warp: builds its A, B, C fragments from full matrices with the layouts the PTX ISA gives,
 // runs mma.m16n8k16, and scatters D back the same way.
@@ -40,11 +25,11 @@ __global__ void mma_kernel(const float* A, const float* B, const float* C, float
   float c[4], d[4];
   for (int i = 0; i < 8; ++i) {
     const int m = g + 8 * ((i / 2) % 2), k = 2 * t + i % 2 + 8 * (i / 4);
-    a[i / 2] |= uint32_t(bits<T>(A[m * 16 + k])) << (16 * (i % 2));
+    a[i / 2] |= uint32_t(bits16<T>(A[m * 16 + k])) << (16 * (i % 2));
   }
   for (int i = 0; i < 4; ++i) {
     const int k = 2 * t + i % 2 + 8 * (i / 2), n = g;
-    b[i / 2] |= uint32_t(bits<T>(B[k * 8 + n])) << (16 * (i % 2));
+    b[i / 2] |= uint32_t(bits16<T>(B[k * 8 + n])) << (16 * (i % 2));
   }
   for (int i = 0; i < 4; ++i) c[i] = C[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
   attn::mma_m16n8k16<T>(d, a, b, c);
@@ -55,7 +40,7 @@ template <typename T>
 void check_mma() {
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> u(-8, 8);  // small integers: every product and sum exact
-  Buf<float> A(256), B(128), C(128), D(128);
+  DeviceBuf<float> A(256), B(128), C(128), D(128);
   for (int x = 0; x < 256; ++x) A.ptr[x] = float(u(rng));
   for (int x = 0; x < 128; ++x) B.ptr[x] = float(u(rng)), C.ptr[x] = float(u(rng)) / 4;
   launch(mma_kernel<T>, {dim3(1), dim3(32)}, static_cast<const float*>(A.ptr),
@@ -90,7 +75,7 @@ __global__ void ldmatrix_kernel(uint32_t* out) {
 
 template <int N, bool Trans>
 void check_ldmatrix() {
-  Buf<uint32_t> out(32 * N);
+  DeviceBuf<uint32_t> out(32 * N);
   launch(ldmatrix_kernel<N, Trans>, {dim3(1), dim3(32), 32 * 8 * 2}, out.ptr);
   for (int l = 0; l < 32; ++l)
     for (int j = 0; j < N; ++j) {
@@ -138,7 +123,7 @@ __global__ void cp_async_kernel(const unsigned char* src, unsigned char* seen) {
 }  // namespace
 
 TEST_CASE("ptx: cp.async lands only at its wait_group, with zero fill", "[ptx]") {
-  Buf<unsigned char> src(4 * 48), seen(4 * 4 * 48);
+  DeviceBuf<unsigned char> src(4 * 48), seen(4 * 4 * 48);
   for (int x = 0; x < 4 * 48; ++x) src.ptr[x] = static_cast<unsigned char>(x + 1);
   launch(cp_async_kernel, {dim3(1), dim3(4), 4 * 48}, static_cast<const unsigned char*>(src.ptr),
          seen.ptr);
@@ -172,14 +157,14 @@ __global__ void partial_warp_mma(float* out) {
 }  // namespace
 
 TEST_CASE("ptx: misuse is reported, not executed", "[ptx]") {
-  Buf<unsigned char> src(64);
+  DeviceBuf<unsigned char> src(64);
   for (int which : {0, 1, 2}) {
     INFO(which);
     CHECK_THROWS_WITH(launch(bad_cp_async, {dim3(1), dim3(1), 64},
                              static_cast<const unsigned char*>(src.ptr), which),
                       Catch::Contains("cp.async") && Catch::Contains("test_ptx.cpp"));
   }
-  Buf<float> out(48);
+  DeviceBuf<float> out(48);
   CHECK_THROWS_WITH(launch(partial_warp_mma, {dim3(1), dim3(48)}, out.ptr),
                     Catch::Contains("whole warps"));
 }

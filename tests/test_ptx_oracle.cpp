@@ -7,32 +7,18 @@
 #include "common/ptx.h"
 #include "common/simt/memory.h"
 #include "tests/cute_layouts.h"
+#include "tests/simt_buffer.h"
 
 using attn::launch;
+using attn_test::bits16;
+using attn_test::DeviceBuf;
 
 namespace {
-
-template <typename T>
-struct Buf {
-  T* ptr;
-  explicit Buf(size_t count) {
-    ptr = static_cast<T*>(simt::device_malloc(count * sizeof(T), "buf"));
-  }
-  ~Buf() { simt::device_free(ptr); }
-};
 
 // Per lane and value: (row, col) of A (16x16), B (k x n, 16x8), C (16x8), from CuTe.
 struct MmaMaps {
   int a[32][8][2], b[32][4][2], c[32][4][2];
 };
-
-template <typename T>
-uint16_t bits(float x) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __half_as_ushort(__float2half_rn(x));
-  else
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-}
 
 template <typename T>
 __global__ void mma_with_maps(const MmaMaps* maps, const float* A, const float* B, const float* C,
@@ -41,9 +27,9 @@ __global__ void mma_with_maps(const MmaMaps* maps, const float* A, const float* 
   uint32_t a[4] = {}, b[2] = {};
   float c[4], d[4];
   for (int v = 0; v < 8; ++v)
-    a[v / 2] |= uint32_t(bits<T>(A[maps->a[l][v][0] * 16 + maps->a[l][v][1]])) << (16 * (v % 2));
+    a[v / 2] |= uint32_t(bits16<T>(A[maps->a[l][v][0] * 16 + maps->a[l][v][1]])) << (16 * (v % 2));
   for (int v = 0; v < 4; ++v)
-    b[v / 2] |= uint32_t(bits<T>(B[maps->b[l][v][0] * 8 + maps->b[l][v][1]])) << (16 * (v % 2));
+    b[v / 2] |= uint32_t(bits16<T>(B[maps->b[l][v][0] * 8 + maps->b[l][v][1]])) << (16 * (v % 2));
   for (int v = 0; v < 4; ++v) c[v] = C[maps->c[l][v][0] * 8 + maps->c[l][v][1]];
   attn::mma_m16n8k16<T>(d, a, b, c);
   for (int v = 0; v < 4; ++v) D[maps->c[l][v][0] * 8 + maps->c[l][v][1]] = d[v];
@@ -51,7 +37,7 @@ __global__ void mma_with_maps(const MmaMaps* maps, const float* A, const float* 
 
 template <typename T>
 void check_mma_against_cute() {
-  Buf<MmaMaps> maps(1);
+  DeviceBuf<MmaMaps> maps(1);
   for (int l = 0; l < 32; ++l) {
     for (int v = 0; v < 8; ++v)
       cute_oracle::mma_a(l, v, maps.ptr->a[l][v][0], maps.ptr->a[l][v][1]);
@@ -62,7 +48,7 @@ void check_mma_against_cute() {
   }
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> u(-8, 8);
-  Buf<float> A(256), B(128), C(128), D(128);
+  DeviceBuf<float> A(256), B(128), C(128), D(128);
   for (int x = 0; x < 256; ++x) A.ptr[x] = float(u(rng));
   for (int x = 0; x < 128; ++x) B.ptr[x] = float(u(rng)), C.ptr[x] = float(u(rng));
   for (int x = 0; x < 128; ++x) D.ptr[x] = NAN;
@@ -99,7 +85,7 @@ __global__ void ldmatrix_rows(uint32_t* out) {
 
 template <int N, bool Trans>
 void check_ldmatrix_against_cute() {
-  Buf<uint32_t> out(32 * N);
+  DeviceBuf<uint32_t> out(32 * N);
   launch(ldmatrix_rows<N, Trans>, {dim3(1), dim3(32), 32 * 16}, out.ptr);
   for (int l = 0; l < 32; ++l)
     for (int j = 0; j < N; ++j)

@@ -8,23 +8,14 @@
 
 #include "common/kernel.h"
 #include "common/simt/memory.h"
+#include "tests/simt_buffer.h"
 
 using attn::launch;
+using attn_test::DeviceBuf;
 
 namespace {
 
 // Device buffer on the CPU backend (guarded), filled from / read into a vector.
-template <typename T>
-struct Buf {
-  T* ptr;
-  size_t n;
-  Buf(size_t count, const char* label) : n(count) {
-    ptr = static_cast<T*>(simt::device_malloc(count * sizeof(T), label));
-  }
-  ~Buf() { simt::device_free(ptr); }
-  std::vector<T> get() const { return std::vector<T>(ptr, ptr + n); }
-};
-
 struct ScheduleGuard {
   explicit ScheduleGuard(const char* s) { simt::set_schedule(simt::parse_schedule(s)); }
   ~ScheduleGuard() { simt::set_schedule({}); }
@@ -69,7 +60,7 @@ __global__ void shuffle_all(int* out) {
 
 TEST_CASE("simt: shuffles follow CUDA's definition at every width", "[simt]") {
   const int combos = 6 * 32 * 4;
-  Buf<int> out(combos * 32, "out");
+  DeviceBuf<int> out(combos * 32, "out");
   launch(shuffle_all, {dim3(1), dim3(32)}, out.ptr);
   const auto r = out.get();
   int k = 0;
@@ -95,8 +86,8 @@ __global__ void shuffle_types(double* d, __half* h) {
 }  // namespace
 
 TEST_CASE("simt: 64-bit and half shuffles move whole values", "[simt]") {
-  Buf<double> d(32, "d");
-  Buf<__half> h(32, "h");
+  DeviceBuf<double> d(32, "d");
+  DeviceBuf<__half> h(32, "h");
   launch(shuffle_types, {dim3(1), dim3(32)}, d.ptr, h.ptr);
   for (int lane = 0; lane < 32; ++lane) {
     CHECK(d.get()[lane] == (lane ^ 1) + 0.25);
@@ -118,7 +109,7 @@ __global__ void votes(unsigned* out) {
 }  // namespace
 
 TEST_CASE("simt: ballot, any and all, with full and partial masks", "[simt]") {
-  Buf<unsigned> out(64 * 4, "out");
+  DeviceBuf<unsigned> out(64 * 4, "out");
   launch(votes, {dim3(1), dim3(64)}, out.ptr);
   const auto r = out.get();
   unsigned ballot = 0;
@@ -144,9 +135,9 @@ __global__ void count_up(int* counter, float* fsum, int* mx, unsigned* cas) {
 }  // namespace
 
 TEST_CASE("simt: atomics are exact across blocks running in parallel", "[simt]") {
-  Buf<int> counter(1, "counter"), mx(1, "max");
-  Buf<float> fsum(1, "fsum");
-  Buf<unsigned> cas(1, "cas");
+  DeviceBuf<int> counter(1, "counter"), mx(1, "max");
+  DeviceBuf<float> fsum(1, "fsum");
+  DeviceBuf<unsigned> cas(1, "cas");
   *counter.ptr = 0;
   *mx.ptr = -1;
   *fsum.ptr = 0;
@@ -169,7 +160,7 @@ __global__ void ids(int* out) {
 
 TEST_CASE("simt: threadIdx, blockIdx, blockDim and gridDim in 3D", "[simt]") {
   const dim3 grid(3, 2, 2), block(4, 3, 2);
-  Buf<int> out(12 * 24, "out");
+  DeviceBuf<int> out(12 * 24, "out");
   launch(ids, {grid, block}, out.ptr);
   const auto r = out.get();
   for (int b = 0; b < 12; ++b)
@@ -184,13 +175,13 @@ __global__ void read_smem_unwritten(float* out) {
 }  // namespace
 
 TEST_CASE("simt: dynamic shared memory starts poisoned", "[simt]") {
-  Buf<float> out(32, "out");
+  DeviceBuf<float> out(32, "out");
   launch(read_smem_unwritten, {dim3(1), dim3(32), 32 * sizeof(float)}, out.ptr);
   for (float x : out.get()) CHECK(std::isnan(x));
 }
 
 TEST_CASE("simt: device allocations start poisoned", "[simt]") {
-  Buf<float> out(8, "fresh");
+  DeviceBuf<float> out(8, "fresh");
   for (float x : out.get()) CHECK(std::isnan(x));
 }
 
@@ -206,7 +197,7 @@ __global__ void half_block_returns(float* out) {
 }  // namespace
 
 TEST_CASE("simt: a barrier that half the block skips is reported, not hung", "[simt][strict]") {
-  Buf<float> out(128, "out");
+  DeviceBuf<float> out(128, "out");
   CHECK_THROWS_WITH(launch(half_block_returns, {dim3(1), dim3(128)}, out.ptr),
                     Catch::Contains("__syncthreads()") && Catch::Contains("never complete") &&
                         Catch::Contains("test_simt.cpp"));
@@ -224,7 +215,7 @@ __global__ void divergent_barriers(float* out) {
 }  // namespace
 
 TEST_CASE("simt: threads waiting at different __syncthreads() are reported", "[simt][strict]") {
-  Buf<float> out(64, "out");
+  DeviceBuf<float> out(64, "out");
   CHECK_THROWS_WITH(launch(divergent_barriers, {dim3(1), dim3(64)}, out.ptr),
                     Catch::Contains("divergent"));
 }
@@ -241,7 +232,7 @@ __global__ void warp_deadlock(int* out) {
 }  // namespace
 
 TEST_CASE("simt: a deadlock names every thread and what it waits on", "[simt][strict]") {
-  Buf<int> out(32, "out");
+  DeviceBuf<int> out(32, "out");
   try {
     launch(warp_deadlock, {dim3(1), dim3(32)}, out.ptr);
     FAIL("no error reported");
@@ -266,7 +257,7 @@ __global__ void read_exited_lane(int* out) {
 }  // namespace
 
 TEST_CASE("simt: undefined warp intrinsic uses are errors", "[simt][strict]") {
-  Buf<int> out(32, "out");
+  DeviceBuf<int> out(32, "out");
   CHECK_THROWS_WITH(launch(mask_without_self, {dim3(1), dim3(32)}, out.ptr),
                     Catch::Contains("does not include the calling lane"));
   CHECK_THROWS_WITH(launch(read_exited_lane, {dim3(1), dim3(32)}, out.ptr),
@@ -288,7 +279,7 @@ __global__ void neighbour_sum(const float* in, float* out) {
 bool neighbour_sum_correct(bool barrier, const char* schedule) {
   ScheduleGuard g(schedule);
   const int blocks = 4, n = 64;
-  Buf<float> in(blocks * n, "in"), out(blocks * n, "out");
+  DeviceBuf<float> in(blocks * n, "in"), out(blocks * n, "out");
   for (int x = 0; x < blocks * n; ++x) in.ptr[x] = float(x);
   const attn::LaunchConfig cfg{dim3(blocks), dim3(n), n * sizeof(float)};
   if (barrier)
@@ -322,7 +313,7 @@ __global__ void write_one_past(float* out, int n) {
 }  // namespace
 
 TEST_CASE("simt: an out-of-bounds write is caught by the guard zones", "[simt][strict]") {
-  Buf<float> out(100, "O");
+  DeviceBuf<float> out(100, "O");
   CHECK_THROWS_WITH(
       launch(write_one_past, {dim3(4), dim3(32)}, out.ptr, 100),
       Catch::Contains("past the end of buffer 'O'") && Catch::Contains("kernel launched at"));
@@ -337,7 +328,7 @@ __global__ void traps(int*) {
 }  // namespace
 
 TEST_CASE("simt: invalid launches and __trap are reported with the place", "[simt][strict]") {
-  Buf<int> out(1, "out");
+  DeviceBuf<int> out(1, "out");
   CHECK_THROWS_WITH(launch(traps, {dim3(1), dim3(2048)}, out.ptr),
                     Catch::Contains("2048 threads per block"));
   CHECK_THROWS_WITH(launch(traps, {dim3(1), dim3(32), 300 * 1024}, out.ptr),
