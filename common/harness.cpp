@@ -1,9 +1,6 @@
 #include "common/harness.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
 #include <ctime>
 #include <exception>
 #include <iostream>
