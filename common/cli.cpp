@@ -43,7 +43,7 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
   app.add_flag("!--no-check", out.check, "skip the FP64 reference check");
   app.add_option("--schedule", out.schedule,
                  "CPU backend: order fibers run in between sync points: forward | reverse | "
-                 "random[:SEED]");
+                 "random[:SEED] | greedy");
   app.add_flag("--quiet", out.quiet, "print only the result line");
 
   try {

@@ -53,6 +53,9 @@ const attn::StepInfo& step_named(const std::string& name) {
   TEST_CASE(NAME " passes the matrix on the CPU backend, random schedule", "[" NAME "]") {  \
     run_matrix(step_named(NAME), "cpu", "random:7");                                        \
   }                                                                                         \
+  TEST_CASE(NAME " passes the matrix on the CPU backend, greedy schedule", "[" NAME "]") {  \
+    run_matrix(step_named(NAME), "cpu", "greedy");                                          \
+  }                                                                                         \
   TEST_CASE(NAME " passes the matrix on the GPU", "[gpu][" NAME "]") {                      \
     run_matrix(step_named(NAME), "gpu", "forward");                                         \
   }
@@ -107,14 +110,19 @@ TEST_CASE("step3 writes only O and LSE: no S/P buffer, inputs untouched", "[step
 
 namespace {
 
-// Runs step4 on a small causal GQA problem on the CPU backend and returns whether it passed.
-bool step4_passes() {
+// Runs step4 on a small causal GQA problem on the CPU backend.
+attn::RunOutcome run_step4(const std::string& schedule = "forward") {
   attn::Options o;
   o.problem = attn_test::make(1, 2, 1, 100, 150, 64, attn::DType::fp16, true);
   o.iters = 1;
   o.warmup = 0;
   o.backend = "cpu";
-  const attn::RunOutcome r = attn::run_step(step_named("step4_tensorcore"), o);
+  o.schedule = schedule;
+  return attn::run_step(step_named("step4_tensorcore"), o);
+}
+
+bool step4_passes(const std::string& schedule = "forward") {
+  const attn::RunOutcome r = run_step4(schedule);
   return r.exit_code == 0 && r.row.check.passed;
 }
 
@@ -147,6 +155,30 @@ TEST_CASE("step4 without the barrier after the shared-memory stores fails", "[st
   const bool passed = step4_passes();
   simt::testing::skip_barrier_at(nullptr, 0);
   CHECK_FALSE(passed);
+}
+
+TEST_CASE("step4 without the barrier at the end of its tile loop: a reported race under greedy",
+          "[step4_tensorcore]") {
+  // Without it, a warp that finished tile n goes on to issue the cp.async refill of tile n's
+  // stage (for tile n + 2) while other warps still read tile n from it. The greedy schedule runs
+  // warp 0 that far ahead; the refill's destination is pending from its issue, and the reading
+  // warp's ldmatrix reports it.
+  const int line = line_of("step4_tensorcore/attention.cu", "every warp is done with this stage");
+  const int ldmatrix_k = line_of("step4_tensorcore/attention.cu", "attn::ldmatrix<4>(kb,");
+  const int cp_async = line_of("step4_tensorcore/attention.cu", "attn::cp_async_16(");
+  REQUIRE(line > 0);
+  REQUIRE(step4_passes("greedy"));
+  simt::testing::skip_barrier_at("step4_tensorcore/attention.cu", line);
+  const attn::RunOutcome r = run_step4("greedy");
+  simt::testing::skip_barrier_at(nullptr, 0);
+  INFO(r.message);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.message, Catch::Contains("block (") && Catch::Contains("thread (") &&
+                            Catch::Contains("ldmatrix at step4_tensorcore/attention.cu:" +
+                                            std::to_string(ldmatrix_k)) &&
+                            Catch::Contains("issued into them at step4_tensorcore/attention.cu:" +
+                                            std::to_string(cp_async)) &&
+                            Catch::Contains("has not landed"));
 }
 
 TEST_CASE("a step's --backend gpu without a device exits 2 with a reason", "[steps]") {

@@ -12,12 +12,16 @@ namespace simt {
 
 // The order in which runnable fibers (and blocks) are resumed between synchronisation points.
 // A correct kernel gives the same result under every order; a difference exposes a race.
+// greedy always resumes the lowest-numbered runnable thread, so warp 0 runs as far ahead of the
+// others as synchronisation allows (to its next __syncthreads or a wait on another warp) before
+// warp 1 starts: a warp that overwrites shared memory another warp has yet to read shows.
 struct Schedule {
-  enum class Order { forward, reverse, random } order = Order::forward;
+  enum class Order { forward, reverse, random, greedy } order = Order::forward;
   uint64_t seed = 0;  // for random
 };
 
-// "forward" | "reverse" | "random" | "random:SEED". Throws std::invalid_argument otherwise.
+// "forward" | "reverse" | "random" | "random:SEED" | "greedy". Throws std::invalid_argument
+// otherwise.
 Schedule parse_schedule(const std::string& s);
 std::string to_string(const Schedule& s);
 

@@ -1,8 +1,12 @@
 #include "common/simt/memory.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <sstream>
@@ -29,6 +33,28 @@ std::map<const void*, Allocation>& registry() {
   return r;
 }
 
+// What check_device_access searches: the live allocations sorted by address, as an immutable
+// snapshot replaced (under g_mutex) on every allocation and free. Old snapshots are kept, so a
+// reader never sees freed memory; they are small and allocations are rare.
+struct Span {
+  uintptr_t lo, data, end, hi;  // guard, data, end of data, end of the tail guard
+  const std::string* label;
+  size_t bytes;
+};
+std::atomic<const std::vector<Span>*> g_spans{nullptr};
+std::vector<std::unique_ptr<std::vector<Span>>> g_old_spans;
+
+void publish_spans() {  // with g_mutex held
+  auto spans = std::make_unique<std::vector<Span>>();
+  for (const auto& [ptr, a] : registry()) {
+    const auto lo = reinterpret_cast<uintptr_t>(a.base);
+    spans->push_back({lo, lo + kGuard, lo + kGuard + a.bytes, lo + kGuard + a.bytes + a.tail,
+                      &a.label, a.bytes});
+  }
+  g_spans = spans.get();
+  g_old_spans.push_back(std::move(spans));
+}
+
 }  // namespace
 
 void* device_malloc(size_t bytes, const std::string& label) {
@@ -41,6 +67,7 @@ void* device_malloc(size_t bytes, const std::string& label) {
   std::memset(base + kGuard + bytes, kGuardByte, tail);
   std::lock_guard lock(g_mutex);
   registry()[base + kGuard] = {base, bytes, tail, label};
+  publish_spans();
   return base + kGuard;
 }
 
@@ -51,6 +78,7 @@ void device_free(void* ptr) {
   if (it == registry().end()) return;
   std::free(it->second.base);
   registry().erase(it);
+  publish_spans();
 }
 
 std::string check_guards() {
@@ -78,6 +106,46 @@ std::string check_guards() {
     scan(a.base + kGuard + a.bytes, a.tail, false);
   }
   return first;
+}
+
+namespace {
+// The span whose guarded range holds some byte of [a, a + bytes), or nullptr.
+const Span* span_of(uintptr_t a, size_t bytes) {
+  const std::vector<Span>* spans = g_spans.load(std::memory_order_acquire);
+  if (spans == nullptr || spans->empty()) return nullptr;
+  if (a + bytes <= spans->front().lo || a >= spans->back().hi) return nullptr;
+  // The last span starting at or below the access's last byte.
+  auto it = std::upper_bound(spans->begin(), spans->end(), a + bytes - 1,
+                             [](uintptr_t x, const Span& s) { return x < s.lo; });
+  if (it == spans->begin()) return nullptr;
+  const Span& s = *--it;
+  return a < s.hi ? &s : nullptr;
+}
+}  // namespace
+
+std::string describe_device_address(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const Span* s = span_of(a, 1);
+  if (s == nullptr || a < s->data || a >= s->end) return "";
+  return "byte " + std::to_string(a - s->data) + " of buffer '" + *s->label + "' (" +
+         std::to_string(s->bytes) + " bytes)";
+}
+
+std::string check_device_access(const void* p, size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const Span* found = span_of(a, bytes);
+  if (found == nullptr) return "";
+  const Span& s = *found;
+  if (a >= s.data && a + bytes <= s.end) return "";
+  std::ostringstream os;
+  const long long off = static_cast<long long>(a - s.data);
+  os << bytes << "-byte access at byte " << off << " of buffer '" << *s.label << "' (" << s.bytes
+     << " bytes): ";
+  if (a < s.data)
+    os << (s.data - a) << " bytes before its start";
+  else
+    os << (a + bytes - s.end) << " bytes past its end";
+  return os.str();
 }
 
 std::vector<AllocationInfo> live_allocations() {

@@ -20,6 +20,15 @@ void device_free(void* ptr);
 // restores the damaged zones so that one bug is reported once.
 std::string check_guards();
 
+// For an access of `bytes` at `p`: "" when it lies inside one device allocation or touches none;
+// otherwise what is wrong ("4-byte access at byte 264 of buffer 'Q' (264 bytes): 4 bytes past its
+// end"). Detects accesses that reach into an allocation's guard zones (256 bytes or more on either
+// side). Lock-free: safe to call on every load and store of an instrumented kernel.
+std::string check_device_access(const void* p, size_t bytes);
+
+// "byte 264 of buffer 'S/P' (1024 bytes)" for an address inside a live allocation, else "".
+std::string describe_device_address(const void* p);
+
 struct AllocationInfo {
   std::string label;
   size_t bytes;

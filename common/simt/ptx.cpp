@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/simt/memory.h"
 #include "common/simt/runtime.h"
 
 namespace simt {
@@ -136,8 +137,10 @@ void ldmatrix(int count, bool trans, uint32_t* regs, const void* row_address,
               const std::source_location& where) {
   need_whole_warp("ldmatrix", where);
   // Lanes past the last matrix's rows supply no address (hardware ignores them).
-  if (detail::current().lane < 8 * count)
+  if (detail::current().lane < 8 * count) {
     detail::check_shared(row_address, 16, 16, "ldmatrix", where);
+    detail::check_not_pending(row_address, 16, "ldmatrix", where);
+  }
   const LdmatrixIn in{static_cast<const unsigned char*>(row_address), count, trans ? 1 : 0};
   uint32_t out[4];
   detail::warp_collective(0xffffffffu, kLdmatrix, &in, sizeof in, out, sizeof out, ldmatrix_compute,
@@ -151,8 +154,17 @@ void cp_async_16(void* dst, const void* src, int src_bytes, const std::source_lo
   if (src_bytes > 0 && reinterpret_cast<uintptr_t>(src) % 16 != 0)
     fail(std::string("cp.async at ") + where.file_name() + ":" + std::to_string(where.line()) +
          ": global source address not 16-byte aligned");
+  if (src_bytes > 0) {
+    if (const std::string bad = check_device_access(src, src_bytes); !bad.empty())
+      fail(std::string("cp.async at ") + where.file_name() + ":" + std::to_string(where.line()) +
+           ": source " + bad);
+  }
   detail::PendingCopy c{static_cast<unsigned char*>(dst), {}, src_bytes};
   if (src_bytes > 0) std::memcpy(c.data, src, src_bytes);
+  // Until the copy lands (at the wait_group that retires it) its destination holds no defined
+  // value: it reads as poison, so a stage refilled while another warp still reads it is caught.
+  std::memset(c.dst, 0xFF, 16);
+  detail::async_issued(c.dst, where);
   detail::current().async.open.push_back(c);
 }
 
@@ -169,6 +181,7 @@ void cp_async_wait(int n, const std::source_location&) {
     for (const detail::PendingCopy& c : a.groups.front()) {
       std::memcpy(c.dst, c.data, c.bytes);
       std::memset(c.dst + c.bytes, 0, 16 - c.bytes);  // the zero-fill of a partial source
+      detail::async_landed(c.dst);
     }
     a.groups.pop_front();
   }

@@ -3,7 +3,8 @@
 // them through common/ptx.h, which uses the real instruction under nvcc.
 //
 // Strictness beyond hardware: a cp.async copy lands in shared memory only when a wait_group
-// retires its group, so a missing wait reads the destination's old contents (poison); ldmatrix
+// retires its group, and its destination reads as poison from the moment it is issued, so a
+// missing wait, or a refill of a buffer another warp still reads, reads poison; ldmatrix
 // and cp.async check that their shared addresses lie in the block's shared memory and are
 // aligned; mma and ldmatrix need all 32 lanes of the warp.
 #pragma once
@@ -33,7 +34,7 @@ void cp_async_commit();
 void cp_async_wait(int n, const std::source_location& where);
 
 // Fault injection for tests: removes every cp.async.wait_group (copies then never land), or the
-// block barrier at one source line, as if the kernel had been written without it.
+// block barrier or __syncwarp at one source line, as if the kernel had been written without it.
 namespace testing {
 void skip_cp_async_wait(bool on);
 void skip_barrier_at(const char* file_suffix, int line);  // line 0: none

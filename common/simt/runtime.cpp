@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <boost/context/fiber.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -81,6 +82,7 @@ struct Thread {
   ctx::fiber sched;  // the way back to the scheduler (held by the running thread)
   bool done = false;
   bool ready = true;
+  bool abandoned = false;  // ended by fail_no_unwind: its fiber must never be resumed or unwound
   std::exception_ptr error;
   Wait wait = Wait::none;
   const char* what = nullptr;
@@ -108,24 +110,47 @@ struct Block {
   int exited = 0;
   unsigned char* smem = nullptr;
   size_t smem_bytes = 0;
+  // The whole allocation around smem: the slack before and after it is out of bounds.
+  unsigned char* storage_lo = nullptr;
+  unsigned char* storage_hi = nullptr;
+  // Per 4-byte word of smem, the last plain store: (thread + 1) << 32 | its visible_epoch then.
+  std::vector<uint64_t> stores;
+  // Per 16-byte chunk of smem, the cp.async in flight into it (thread -1: none).
+  struct Pending {
+    const char* file;
+    uint32_t line;
+    int tid;
+  };
+  std::vector<Pending> pending;
   uint3 idx{};
+  int wake_min = 0;  // lowest thread made runnable since the greedy scheduler last looked
 };
 
 thread_local Block* t_block = nullptr;
 thread_local Thread* t_thread = nullptr;
+thread_local bool t_in_fiber = false;
+std::atomic<bool> g_track_stores{false};
+
+void woke(Block& blk, int tid) {
+  blk.wake_min = std::min(blk.wake_min, tid);
+}
 
 Thread& current_thread() {
   return *t_thread;
 }
 
-std::string loc(const std::source_location& w) {
-  std::string file = w.file_name();
-  if (auto slash = file.rfind('/'); slash != std::string::npos) {
+std::string loc_of(const char* name, unsigned line) {
+  std::string file = name;
+  if (auto slash = file.rfind('/'); slash != std::string::npos && slash > 0) {
     // Keep "dir/file.cu" so that the step is visible.
     auto prev = file.rfind('/', slash - 1);
     file = file.substr(prev == std::string::npos ? 0 : prev + 1);
   }
-  return file + ":" + std::to_string(w.line());
+  return file + ":" + std::to_string(line);
+}
+
+std::string loc(const std::source_location& w) {
+  return loc_of(w.file_name(), w.line());
 }
 
 std::string block_name(const uint3& b) {
@@ -185,6 +210,7 @@ bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, Collect
     x.wait = Wait::none;
     x.ready = true;
   }
+  woke(blk, warp * 32 + std::countr_zero(arrived));
   return true;
 }
 
@@ -290,12 +316,19 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   blk.exited = 0;
   blk.idx = bidx;
   // Dynamic shared memory starts as poison (0xFF: NaN as fp16, bf16 and fp32; -1 as an integer).
+  // At least 1 KiB of slack on either side, so that an instrumented kernel's access just outside
+  // it is recognised as an out-of-bounds shared-memory access.
   const size_t align = 1024;
-  smem_storage.resize(L.smem_bytes + align);
+  smem_storage.resize(L.smem_bytes + 3 * align);
   auto base = reinterpret_cast<uintptr_t>(smem_storage.data());
-  blk.smem = reinterpret_cast<unsigned char*>((base + align - 1) / align * align);
+  blk.smem = reinterpret_cast<unsigned char*>((base + align - 1) / align * align + align);
   blk.smem_bytes = L.smem_bytes;
+  blk.storage_lo = smem_storage.data();
+  blk.storage_hi = smem_storage.data() + smem_storage.size();
   std::memset(blk.smem, 0xFF, L.smem_bytes);
+  if (g_track_stores.load(std::memory_order_relaxed)) blk.stores.assign((L.smem_bytes + 3) / 4, 0);
+  blk.pending.assign((L.smem_bytes + 15) / 16, Block::Pending{nullptr, 0, -1});
+  blk.wake_min = n;
   t_block = &blk;
 
   for (int tid = 0; tid < n; ++tid) {
@@ -330,6 +363,51 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   std::vector<int> order;
   order.reserve(n);
   int finished = 0;
+  auto resume = [&](Thread& t) {
+    t_current = &t.ids;
+    t_thread = &t;
+    t_in_fiber = true;
+    t.fiber = std::move(t.fiber).resume();
+    t_in_fiber = false;
+    if (t.error) {
+      // A fiber ended by fail_no_unwind is parked inside a compiler-inserted check that cannot
+      // unwind: keep it (and its stack) forever instead of letting ~fiber unwind it.
+      if (t.abandoned) new ctx::fiber(std::move(t.fiber));
+      try {
+        std::rethrow_exception(t.error);
+      } catch (const std::exception& e) {
+        throw KernelError(thread_name(t.ids) + ": " + e.what());
+      }
+    }
+    if (t.done) {
+      ++finished;
+      on_exit(blk, t);
+    }
+  };
+  if (L.schedule.order == Schedule::Order::greedy) {
+    // Always the lowest runnable thread: scan up from the lowest one that may have become
+    // runnable (a resumed thread wakes others only through woke()).
+    int pos = 0;
+    while (finished < n) {
+      int tid = pos;
+      while (tid < n && (blk.threads[tid].done || !blk.threads[tid].ready)) ++tid;
+      if (tid == n) {
+        for (int k = 0; k < n; ++k) {
+          Thread& t = blk.threads[k];
+          if (!t.done && !t.ready && t.wait == Wait::predicate && t.pred(t.pred_arg)) {
+            t.ready = true;
+            t.wait = Wait::none;
+            tid = std::min(tid, k);
+          }
+        }
+        if (tid == n) throw KernelError(deadlock_report(blk));
+      }
+      blk.wake_min = n;
+      resume(blk.threads[tid]);
+      pos = std::min(tid, blk.wake_min);
+    }
+    return;
+  }
   while (finished < n) {
     order.clear();
     for (int tid = 0; tid < n; ++tid) {
@@ -347,20 +425,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
     for (int tid : order) {
       Thread& t = blk.threads[tid];
       if (t.done || !t.ready) continue;
-      t_current = &t.ids;
-      t_thread = &t;
-      t.fiber = std::move(t.fiber).resume();
-      if (t.error) {
-        try {
-          std::rethrow_exception(t.error);
-        } catch (const std::exception& e) {
-          throw KernelError(thread_name(t.ids) + ": " + e.what());
-        }
-      }
-      if (t.done) {
-        ++finished;
-        on_exit(blk, t);
-      }
+      resume(t);
     }
   }
 }
@@ -435,6 +500,8 @@ void barrier_sync(int id, int count, const char* what, const std::source_locatio
       if (!x.done && x.wait == Wait::barrier && x.barrier_id == id) {
         x.wait = Wait::none;
         x.ready = true;
+        ++x.ids.visible_epoch;  // a barrier makes earlier shared-memory stores visible
+        woke(blk, tid);
       }
     }
     b.arrived = 0;
@@ -464,6 +531,113 @@ size_t dynamic_shared_memory_bytes() {
 
 int block_threads() {
   return t_block->nthreads;
+}
+
+bool in_kernel() {
+  return t_in_fiber;
+}
+
+void mark_visible() {
+  ++t_current->visible_epoch;
+}
+
+void mark_visible(int warp, uint32_t lanes) {
+  Block& blk = *t_block;
+  for (; lanes != 0; lanes &= lanes - 1) {
+    const int tid = warp * 32 + std::countr_zero(lanes);
+    if (tid < blk.nthreads) ++blk.threads[tid].ids.visible_epoch;
+  }
+}
+
+void enable_store_tracking() {
+  g_track_stores = true;
+}
+
+bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) {
+  Block& blk = *t_block;
+  const auto lo = reinterpret_cast<uintptr_t>(blk.storage_lo);
+  const auto hi = reinterpret_cast<uintptr_t>(blk.storage_hi);
+  if (a + bytes <= lo || a >= hi) return false;
+  const auto s = reinterpret_cast<uintptr_t>(blk.smem);
+  const char* kind = write ? "write" : "read";
+  if (a < s || a + bytes > s + blk.smem_bytes) {
+    const long long off = static_cast<long long>(a) - static_cast<long long>(s);
+    problem = "out-of-bounds shared-memory " + std::string(kind) + " of " + std::to_string(bytes) +
+              " bytes at offset " + std::to_string(off) + " of the block's " +
+              std::to_string(blk.smem_bytes) + " bytes of dynamic shared memory";
+    return true;
+  }
+  if (!write) {
+    for (size_t c = (a - s) / 16; c <= (a - s + bytes - 1) / 16; ++c)
+      if (const Block::Pending& q = blk.pending[c]; q.tid >= 0) {
+        problem = "read of shared memory (offset " + std::to_string(a - s) +
+                  ") while the cp.async that thread " + std::to_string(q.tid) +
+                  " issued into it at " + loc_of(q.file, q.line) + " has not landed";
+        return true;
+      }
+  }
+  if (blk.stores.empty()) return true;
+  const ThreadIds& me = *t_current;
+  const size_t w0 = (a - s) / 4, w1 = (a - s + bytes - 1) / 4;
+  for (size_t w = w0; w <= w1; ++w) {
+    if (write) {
+      blk.stores[w] = uint64_t(me.tid + 1) << 32 | me.visible_epoch;
+      continue;
+    }
+    const uint64_t last = blk.stores[w];
+    if (last == 0) continue;
+    const int writer = static_cast<int>(last >> 32) - 1;
+    if (writer == me.tid || writer / 32 != me.warp) continue;
+    if (blk.threads[writer].ids.visible_epoch != static_cast<uint32_t>(last)) continue;
+    problem = "read of shared memory (offset " + std::to_string(w * 4) + ") that lane " +
+              std::to_string(writer % 32) +
+              " of the same warp stored with no __syncwarp, "
+              "barrier or fence since: its store need not be visible to lane " +
+              std::to_string(me.lane) + " (a shuffle or vote does not order memory)";
+    return true;
+  }
+  return true;
+}
+
+void async_issued(const void* dst, const std::source_location& where) {
+  Block& blk = *t_block;
+  const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
+  blk.pending[off / 16] = {where.file_name(), where.line(), t_current->tid};
+}
+
+void async_landed(const void* dst) {
+  Block& blk = *t_block;
+  const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
+  blk.pending[off / 16].tid = -1;
+  if (!blk.stores.empty())
+    for (size_t w = off / 4; w < off / 4 + 4 && w < blk.stores.size(); ++w) blk.stores[w] = 0;
+}
+
+void check_not_pending(const void* p, size_t bytes, const char* what,
+                       const std::source_location& where) {
+  const Block& blk = *t_block;
+  const size_t off = static_cast<const unsigned char*>(p) - blk.smem;
+  for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
+    if (const Block::Pending& q = blk.pending[c]; q.tid >= 0)
+      fail(std::string(what) + " at " + loc(where) + " reads shared memory bytes " +
+           std::to_string(off) + ".." + std::to_string(off + bytes - 1) +
+           " while the cp.async that thread " + std::to_string(q.tid) + " issued into them at " +
+           loc_of(q.file, q.line) +
+           " has not landed (a copy lands at its issuer's cp.async.wait_group, and other "
+           "threads need a barrier after that)");
+}
+
+void fail_no_unwind(const std::string& what) {
+  Thread& t = current_thread();
+  t.error = std::make_exception_ptr(KernelError(what));
+  t.abandoned = true;
+  t.ready = false;
+  t.sched = std::move(t.sched).resume();
+  std::abort();  // never resumed
+}
+
+std::string short_location(const char* file, unsigned line) {
+  return loc_of(file, line);
 }
 
 void check_shared(const void* p, size_t bytes, size_t align, const char* what,
@@ -499,6 +673,10 @@ Schedule parse_schedule(const std::string& s) {
     r.order = Schedule::Order::reverse;
     return r;
   }
+  if (s == "greedy") {
+    r.order = Schedule::Order::greedy;
+    return r;
+  }
   if (s == "random" || s.rfind("random:", 0) == 0) {
     r.order = Schedule::Order::random;
     if (s.size() > 7) {
@@ -510,7 +688,7 @@ Schedule parse_schedule(const std::string& s) {
     return r;
   }
   throw std::invalid_argument("unknown schedule '" + s +
-                              "': expected forward, reverse or random[:SEED]");
+                              "': expected forward, reverse, random[:SEED] or greedy");
 }
 
 std::string to_string(const Schedule& s) {
@@ -518,6 +696,7 @@ std::string to_string(const Schedule& s) {
     case Schedule::Order::forward: return "forward";
     case Schedule::Order::reverse: return "reverse";
     case Schedule::Order::random: return "random:" + std::to_string(s.seed);
+    case Schedule::Order::greedy: return "greedy";
   }
   return "?";
 }

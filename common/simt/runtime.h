@@ -52,6 +52,9 @@ struct ThreadIds {
   int lane;  // tid % 32
   int warp;  // tid / 32
   AsyncCopies async;
+  // Counts the points at which this thread's earlier shared-memory stores became visible to the
+  // other lanes of its warp: __syncwarp, a block barrier, a memory fence (see shared_access).
+  uint32_t visible_epoch;
 };
 
 // The CUDA thread running on this OS thread right now.
@@ -113,6 +116,35 @@ int block_threads();
 // thread of the block ran.
 void wait_until(bool (*ready)(void*), void* arg, const char* what,
                 const std::source_location& where);
+
+// ---- Memory-access checks of instrumented kernels (checks.cpp) ---------------------------------
+// Kernels compiled with ATTN_INSTRUMENT's flags call the backend on every load and store; these
+// are the parts of that check that need the block's state.
+
+// True while a kernel fiber runs on this OS thread.
+bool in_kernel();
+// The calling thread's stores so far become visible to the other lanes of its warp.
+void mark_visible();
+void mark_visible(int warp, uint32_t lanes);
+// Checks an access of `bytes` at `a` against the block's shared memory: returns false when it
+// does not touch the shared-memory allocation at all; otherwise true, with `problem` set when it
+// is out of bounds or reads a word another lane of the warp stored since that lane's last
+// visibility point. Tracks stores per 4-byte word once enable_store_tracking() was called.
+bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem);
+void enable_store_tracking();
+// Asynchronous copies into shared memory (cp.async): between issue and landing the 16 bytes at
+// `dst` are pending; any read of them (ldmatrix, or a load of an instrumented kernel) is an
+// error naming the issuing thread and line. Landing also forgets who last stored there.
+void async_issued(const void* dst, const std::source_location& where);
+void async_landed(const void* dst);
+// Fails, naming `what` and `where`, if [p, p + bytes) overlaps a pending asynchronous copy.
+void check_not_pending(const void* p, size_t bytes, const char* what,
+                       const std::source_location& where);
+// Ends the calling CUDA thread with a KernelError from code that cannot throw (a compiler-inserted
+// check): the fiber is switched away from and never resumed, and the launch reports `what`.
+[[noreturn]] void fail_no_unwind(const std::string& what);
+// "dir/file:line" as every report names a source line.
+std::string short_location(const char* file, unsigned line);
 
 }  // namespace detail
 }  // namespace simt

@@ -113,11 +113,15 @@ inline void __syncthreads(const simt::where_t& where = simt::where_t::current())
                              "__syncthreads()", where);
 }
 void __syncwarp(unsigned mask = 0xffffffffu, const simt::where_t& where = simt::where_t::current());
+// A fence makes the calling thread's earlier stores visible (the instrumented build's check of
+// intra-warp shared-memory ordering counts it as a visibility point, like __syncwarp).
 inline void __threadfence_block() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  simt::detail::mark_visible();
 }
 inline void __threadfence() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  simt::detail::mark_visible();
 }
 
 // ---- Warp shuffles and votes --------------------------------------------------------------------

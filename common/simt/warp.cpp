@@ -71,7 +71,10 @@ void vote_compute(const detail::CollectiveView& v) {
     if (v.arrived >> lane & 1u) std::memcpy(v.lanes[lane].out, &result, sizeof result);
 }
 
-void nothing(const detail::CollectiveView&) {}
+// __syncwarp: the lanes' earlier shared-memory stores become visible to each other.
+void syncwarp_compute(const detail::CollectiveView& v) {
+  detail::mark_visible(v.warp, v.arrived);
+}
 
 }  // namespace
 
@@ -99,6 +102,8 @@ uint32_t vote(const char* kind, uint32_t mask, bool pred, const where_t& where) 
 }  // namespace simt
 
 void __syncwarp(unsigned mask, const simt::where_t& where) {
+  if (simt::testing::barrier_skipped(where)) return;  // fault injection (tests only)
   const unsigned char none = 0;
-  simt::detail::warp_collective(mask, simt::kSyncwarp, &none, 0, nullptr, 0, simt::nothing, where);
+  simt::detail::warp_collective(mask, simt::kSyncwarp, &none, 0, nullptr, 0, simt::syncwarp_compute,
+                                where);
 }

@@ -1,0 +1,195 @@
+// Checks of every load and store of an instrumented kernel (the instrumented test build, see
+// cmake/AttnStep.cmake: attn_add_instrumented_kernel).
+//
+// The kernel's CPU copy is compiled with GCC's -fsanitize=thread and -fsanitize=alignment, but
+// linked without their runtimes: the calls the compiler inserts land here instead.
+//   - ThreadSanitizer's instrumentation calls __tsan_read<N>/__tsan_write<N>(address) before every
+//     load and store the optimiser keeps in memory. Each access is checked against the block's
+//     shared memory (bounds, and the intra-warp store visibility of runtime.cpp) and against the
+//     device allocations' guard zones (memory.cpp). Accesses to anything else (the fiber's stack,
+//     host memory) are not checked.
+//   - UBSan's alignment check calls __ubsan_handle_type_mismatch_v1_abort when a pointer is
+//     dereferenced at an address not aligned for its type (a float4 load from an 8-byte aligned
+//     address), before the access happens.
+// A violation ends the CUDA thread with a KernelError naming the kernel's source line, through
+// fail_no_unwind: these hooks are declared nothrow by the compiler, so they may not throw.
+#include <dlfcn.h>
+#include <link.h>
+
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/simt/memory.h"
+#include "common/simt/runtime.h"
+
+namespace simt::detail {
+namespace {
+
+struct Module {
+  uintptr_t pc;
+  uintptr_t bias = 0;
+  std::string path;
+  bool found = false;
+};
+
+int find_module(dl_phdr_info* info, size_t, void* arg) {
+  auto* m = static_cast<Module*>(arg);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (m->pc >= lo && m->pc < lo + ph.p_memsz) {
+      m->bias = info->dlpi_addr;
+      m->path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : "/proc/self/exe";
+      m->found = true;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// The source line of a code address, innermost inlined frame first ("common/tiles.h:27, inlined
+// into step3_fused/attention.cu:40"), from the debug information, by addr2line (binutils).
+std::string source_line_of(const void* pc) {
+  Module m;
+  m.pc = reinterpret_cast<uintptr_t>(pc) - 1;  // the call instruction, not the return address
+  dl_iterate_phdr(find_module, &m);
+  if (!m.found) return "an unknown address";
+  char cmd[1024];
+  std::snprintf(cmd, sizeof cmd, "addr2line -i -e '%s' 0x%" PRIxPTR " 2>/dev/null", m.path.c_str(),
+                m.pc - m.bias);
+  std::vector<std::string> lines;
+  if (FILE* f = popen(cmd, "r")) {
+    char buf[2048];
+    while (std::fgets(buf, sizeof buf, f)) {
+      std::string l = buf;
+      while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+      if (auto d = l.find(" (discriminator"); d != std::string::npos) l.resize(d);
+      const auto colon = l.rfind(':');
+      if (colon == std::string::npos || l.compare(0, 2, "??") == 0) continue;
+      lines.push_back(short_location(l.substr(0, colon).c_str(),
+                                     std::strtoul(l.c_str() + colon + 1, nullptr, 10)));
+    }
+    pclose(f);
+  }
+  if (lines.empty()) return "an address without line information (build with -g)";
+  std::string s = lines[0];
+  for (size_t i = 1; i < lines.size() && i < 4; ++i) s += ", inlined into " + lines[i];
+  return s;
+}
+
+[[noreturn]] void report(const std::string& what, const void* pc) {
+  const std::string msg = what + " at " + source_line_of(pc);
+  if (in_kernel()) fail_no_unwind(msg);
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  std::_Exit(1);
+}
+
+inline void access(const void* p, size_t bytes, bool write, bool aligned, const void* pc) {
+  if (!in_kernel()) return;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::string problem;
+  if (aligned && a % bytes != 0)
+    problem = "misaligned " + std::to_string(bytes) + "-byte " + (write ? "store" : "load");
+  else if (!shared_access(a, bytes, write, problem))
+    if (std::string bad = simt::check_device_access(p, bytes); !bad.empty())
+      problem = std::string("out-of-bounds ") + (write ? "write: " : "read: ") + bad;
+  if (!problem.empty()) report(problem, pc);
+}
+
+}  // namespace
+}  // namespace simt::detail
+
+#define SIMT_PC __builtin_return_address(0)
+#define SIMT_HOOKS(N)                                  \
+  void __tsan_read##N(void* p) {                       \
+    simt::detail::access(p, N, false, true, SIMT_PC);  \
+  }                                                    \
+  void __tsan_write##N(void* p) {                      \
+    simt::detail::access(p, N, true, true, SIMT_PC);   \
+  }                                                    \
+  void __tsan_unaligned_read##N(void* p) {             \
+    simt::detail::access(p, N, false, false, SIMT_PC); \
+  }                                                    \
+  void __tsan_unaligned_write##N(void* p) {            \
+    simt::detail::access(p, N, true, false, SIMT_PC);  \
+  }
+
+extern "C" {
+
+// The instrumented module's constructor: from now on shared-memory stores are tracked.
+void __tsan_init() {
+  simt::detail::enable_store_tracking();
+}
+void __tsan_func_entry(void*) {}
+void __tsan_func_exit() {}
+SIMT_HOOKS(1)
+SIMT_HOOKS(2)
+SIMT_HOOKS(4)
+SIMT_HOOKS(8)
+SIMT_HOOKS(16)
+void __tsan_read_range(void* p, unsigned long n) {
+  if (n) simt::detail::access(p, n, false, false, SIMT_PC);
+}
+void __tsan_write_range(void* p, unsigned long n) {
+  if (n) simt::detail::access(p, n, true, false, SIMT_PC);
+}
+void __tsan_vptr_update(void**, void*) {}
+void __tsan_vptr_read(void**) {}
+
+// UBSan's ABI for -fsanitize=alignment (GCC's libubsan and LLVM's compiler-rt share it).
+struct SimtUbsanSourceLocation {
+  const char* file;
+  uint32_t line;
+  uint32_t column;
+};
+struct SimtUbsanTypeDescriptor {
+  uint16_t kind;
+  uint16_t info;
+  char name[1];
+};
+struct SimtUbsanTypeMismatch {
+  SimtUbsanSourceLocation loc;
+  const SimtUbsanTypeDescriptor* type;
+  unsigned char log_alignment;
+  unsigned char type_check_kind;
+};
+
+[[noreturn]] void __ubsan_handle_type_mismatch_v1_abort(SimtUbsanTypeMismatch* d, uintptr_t ptr) {
+  static const char* const kinds[] = {"load of",
+                                      "store to",
+                                      "reference binding to",
+                                      "member access within",
+                                      "member call on",
+                                      "constructor call on",
+                                      "downcast of",
+                                      "downcast of",
+                                      "upcast of",
+                                      "cast to virtual base of",
+                                      "_Nonnull binding to",
+                                      "dynamic operation on"};
+  const unsigned long align = 1ul << d->log_alignment;
+  unsigned long actual = 1;
+  while (actual < align && ptr % (actual * 2) == 0) actual *= 2;
+  std::string what = std::string("misaligned address: ") +
+                     (d->type_check_kind < 12 ? kinds[d->type_check_kind] : "access to") + " '" +
+                     d->type->name + "', which needs " + std::to_string(align) +
+                     "-byte alignment, at an address aligned to " + std::to_string(actual) +
+                     " bytes";
+  if (const std::string buf = simt::describe_device_address(reinterpret_cast<void*>(ptr));
+      !buf.empty())
+    what += " (" + buf + ")";
+  what += " at " + simt::detail::short_location(d->loc.file, d->loc.line);
+  if (simt::detail::in_kernel()) simt::detail::fail_no_unwind(what);
+  std::fprintf(stderr, "error: %s\n", what.c_str());
+  std::_Exit(1);
+}
+[[noreturn]] void __ubsan_handle_type_mismatch_v1(SimtUbsanTypeMismatch* d, uintptr_t ptr) {
+  __ubsan_handle_type_mismatch_v1_abort(d, ptr);
+}
+
+}  // extern "C"
