@@ -57,3 +57,48 @@ function(attn_add_step name)
   attn_warnings(${name})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 endfunction()
+
+# ---- The instrumented test build: every load and store of a kernel checked ---------------------
+#
+# GCC's ThreadSanitizer and UBSan alignment instrumentation, compiled in but linked without their
+# runtimes: the calls land in common/simt/checks.cpp, which checks shared and device memory bounds,
+# alignment, pending cp.async destinations and intra-warp store visibility, and reports the
+# kernel's source line (hence -g: common/simt/checks.cpp reads it with addr2line).
+set(ATTN_INSTRUMENT_FLAGS -g -fsanitize=thread,alignment -fno-sanitize-recover=alignment)
+
+# attn_instrumented_kernel(<target> <kernel-file>)
+# An object library: the CPU copy of <kernel-file> (namespace <step>::cpu), instrumented.
+function(attn_instrumented_kernel target kernel)
+  set(wrapper ${CMAKE_CURRENT_BINARY_DIR}/${target}.cpp)
+  file(CONFIGURE OUTPUT ${wrapper} CONTENT
+       "// Generated: ${kernel} compiled for the CPU SIMT backend with every access checked.\n#include \"${kernel}\"\n")
+  add_library(${target} OBJECT ${wrapper})
+  target_link_libraries(${target} PRIVATE attn_kernel_deps attn_simt)
+  target_compile_options(${target} PRIVATE -fno-strict-aliasing ${ATTN_INSTRUMENT_FLAGS})
+  attn_warnings(${target})
+endfunction()
+
+# attn_planted_copy(<out-file> <source> REPLACE <from> <to> [<from> <to>]...)
+# Writes a copy of <source> with each <from> replaced by <to>: a kernel with a planted bug for the
+# tests, made from the step's current source so that it never drifts from it. Every <from> must
+# occur (a changed source fails the configure step instead of silently planting nothing). The
+# copy keeps the source's line numbers as long as no replacement adds a line.
+function(attn_planted_copy out src)
+  cmake_parse_arguments(ARG "" "" "REPLACE" ${ARGN})
+  file(READ ${src} text)
+  list(LENGTH ARG_REPLACE n)
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE 0 ${last} 2)
+    math(EXPR j "${i} + 1")
+    list(GET ARG_REPLACE ${i} from)
+    list(GET ARG_REPLACE ${j} to)
+    string(FIND "${text}" "${from}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "attn_planted_copy: '${from}' not found in ${src}")
+    endif()
+    string(REPLACE "${from}" "${to}" text "${text}")
+  endforeach()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${src})
+  file(WRITE ${out}.tmp "${text}")
+  configure_file(${out}.tmp ${out} COPYONLY)
+endfunction()

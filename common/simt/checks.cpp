@@ -15,6 +15,7 @@
 // fail_no_unwind: these hooks are declared nothrow by the compiler, so they may not throw.
 #include <dlfcn.h>
 #include <link.h>
+#include <unistd.h>
 
 #include <cinttypes>
 #include <cstdint>
@@ -44,7 +45,13 @@ int find_module(dl_phdr_info* info, size_t, void* arg) {
     const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
     if (m->pc >= lo && m->pc < lo + ph.p_memsz) {
       m->bias = info->dlpi_addr;
-      m->path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : "/proc/self/exe";
+      if (info->dlpi_name && info->dlpi_name[0]) {
+        m->path = info->dlpi_name;
+      } else {  // the executable: its path, since /proc/self/exe in addr2line is addr2line
+        char buf[4096];
+        const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+        m->path = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+      }
       m->found = true;
       return 1;
     }
@@ -176,8 +183,8 @@ struct SimtUbsanTypeMismatch {
   unsigned long actual = 1;
   while (actual < align && ptr % (actual * 2) == 0) actual *= 2;
   std::string what = std::string("misaligned address: ") +
-                     (d->type_check_kind < 12 ? kinds[d->type_check_kind] : "access to") + " '" +
-                     d->type->name + "', which needs " + std::to_string(align) +
+                     (d->type_check_kind < 12 ? kinds[d->type_check_kind] : "access to") + " " +
+                     d->type->name + ", which needs " + std::to_string(align) +
                      "-byte alignment, at an address aligned to " + std::to_string(actual) +
                      " bytes";
   if (const std::string buf = simt::describe_device_address(reinterpret_cast<void*>(ptr));

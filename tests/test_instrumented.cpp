@@ -1,0 +1,145 @@
+// The steps' CPU kernels with every load and store checked (common/simt/checks.cpp): the steps
+// pass the matrix with no report, and each bug class the checks exist for, planted into a copy
+// of a step (tests/CMakeLists.txt: attn_planted_copy) or by fault injection, is reported with the
+// kernel's source line, the block and thread, the buffer and what happened.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "common/check.h"
+#include "common/harness.h"
+#include "common/simt/ptx.h"
+#include "tests/matrix.h"
+
+// The instrumented CPU copies of the kernels (no GPU copy is linked into this binary).
+namespace step1::cpu {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step2::cpu {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step3::cpu {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step4::cpu {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step2_planted::cpu {  // the float4 path for P whenever Sk is even
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step3_planted::cpu {  // load_rows_16B's zero-fill bound written row <= valid_rows
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+
+namespace {
+
+const std::vector<int> kHeadDims = {64, 80, 96, 128};
+
+attn::RunOutcome run(const attn::StepInfo& step, const attn::Problem& p,
+                     const std::string& schedule = "forward") {
+  attn::Options o;
+  o.problem = p;
+  o.iters = 1;
+  o.warmup = 0;
+  o.backend = "cpu";
+  o.schedule = schedule;
+  return attn::run_step(step, o);
+}
+
+void run_matrix(const attn::StepInfo& step, const std::string& schedule) {
+  for (const attn::Problem& p : attn_test::matrix()) {
+    if (!step.head_dims.empty() &&
+        std::find(step.head_dims.begin(), step.head_dims.end(), p.dim) == step.head_dims.end())
+      continue;
+    const attn::RunOutcome r = run(step, p, schedule);
+    INFO(step.name << " [instrumented, " << schedule << "] " << p.describe() << "\n"
+                   << r.message << "\n"
+                   << r.row.check.first_failure);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE(r.row.check.passed);
+  }
+}
+
+// The line of the first line of `file` (relative to the source root) containing `text`.
+std::string line_of(const std::string& file, const std::string& text) {
+  std::ifstream in(std::string(ATTN_SOURCE_DIR) + "/" + file);
+  int n = 0;
+  for (std::string line; std::getline(in, line);)
+    if (++n, line.find(text) != std::string::npos) return file + ":" + std::to_string(n);
+  return file + ": '" + text + "' not found";
+}
+
+}  // namespace
+
+TEST_CASE("instrumented step1 passes the matrix with no access reported", "[instrumented]") {
+  run_matrix({.name = "step1_naive", .cpu = &step1::cpu::run}, "forward");
+}
+TEST_CASE("instrumented step2 passes the matrix with no access reported", "[instrumented]") {
+  run_matrix({.name = "step2_tiled", .cpu = &step2::cpu::run, .head_dims = kHeadDims}, "forward");
+}
+TEST_CASE("instrumented step3 passes the matrix with no access reported", "[instrumented]") {
+  run_matrix({.name = "step3_fused", .cpu = &step3::cpu::run, .head_dims = kHeadDims}, "greedy");
+}
+TEST_CASE("instrumented step4 passes the matrix with no access reported", "[instrumented]") {
+  run_matrix({.name = "step4_tensorcore", .cpu = &step4::cpu::run, .head_dims = kHeadDims},
+             "greedy");
+}
+
+TEST_CASE("misaligned vector load: step2's float4 path for P when Sk % 4 == 2", "[instrumented]") {
+  const attn::StepInfo planted{.name = "step2_tiled", .cpu = &step2_planted::cpu::run};
+  const std::string load = line_of("step2_tiled/attention.cu", "*reinterpret_cast<const float4*>");
+  for (int sk : {66, 130}) {
+    const attn::RunOutcome r =
+        run(planted, attn_test::make(1, 2, 2, 40, sk, 64, attn::DType::fp16, false));
+    INFO("Sk = " << sk << ": " << r.message);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.message, Catch::Contains("block (") && Catch::Contains("thread (") &&
+                              Catch::Contains("misaligned address: ") &&
+                              Catch::Contains("float4', which needs 16-byte alignment, at an "
+                                              "address aligned to 8 bytes") &&
+                              Catch::Contains("of buffer 'S/P'") && Catch::Contains("at " + load));
+  }
+  // Sk % 4 == 0: every row of P is 16-byte aligned, and the planted copy is right.
+  const attn::RunOutcome ok =
+      run(planted, attn_test::make(1, 2, 2, 40, 68, 64, attn::DType::fp16, false));
+  INFO(ok.message);
+  CHECK(ok.exit_code == 0);
+}
+
+TEST_CASE("out-of-bounds read: load_rows_16B reading the row at valid_rows", "[instrumented]") {
+  const attn::StepInfo planted{.name = "step3_fused", .cpu = &step3_planted::cpu::run};
+  const std::string load = line_of("common/tiles.h", "data = *reinterpret_cast<const uint4*>");
+  // 17 rows of Q and K: the last tile's row 17 lies past the end of both tensors.
+  const attn::RunOutcome r =
+      run(planted, attn_test::make(1, 1, 1, 17, 17, 64, attn::DType::fp16, false));
+  INFO(r.message);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.message,
+             Catch::Contains("block (0,0,0) thread (") &&
+                 Catch::Contains("out-of-bounds read: 4-byte access at byte 2176 of buffer 'Q' "
+                                 "(2176 bytes): 4 bytes past its end") &&
+                 Catch::Contains("at " + load + ", inlined into step3_fused/attention.cu:"));
+}
+
+TEST_CASE("intra-warp ordering: step3 without its __syncwarp before the P V loop",
+          "[instrumented]") {
+  // The row's 8 threads store P to shared memory, combine their sums with shuffles, and read each
+  // other's P: without the __syncwarp, nothing makes one lane's stores visible to another.
+  const std::string syncwarp = line_of("step3_fused/attention.cu", "__syncwarp();");
+  const std::string read = line_of("step3_fused/attention.cu", "const float pr = Ps[");
+  const int line = std::stoi(syncwarp.substr(syncwarp.find(':') + 1));
+  const attn::StepInfo step{.name = "step3_fused", .cpu = &step3::cpu::run};
+  const attn::Problem p = attn_test::make(1, 2, 2, 40, 50, 64, attn::DType::fp16, true);
+  REQUIRE(run(step, p).exit_code == 0);
+  simt::testing::skip_barrier_at("step3_fused/attention.cu", line);
+  const attn::RunOutcome r = run(step, p);
+  simt::testing::skip_barrier_at(nullptr, 0);
+  INFO(r.message);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.message, Catch::Contains("block (") && Catch::Contains("thread (") &&
+                            Catch::Contains("of the same warp stored with no __syncwarp, barrier "
+                                            "or fence since") &&
+                            Catch::Contains("at " + read));
+}
