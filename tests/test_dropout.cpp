@@ -48,3 +48,55 @@ TEST_CASE("dropout keeps 1 - p of the elements and scales them by 1 / (1 - p)", 
   CHECK_FALSE(off.enabled);
   CHECK(attn::dropout_factor(off, 0, 0, 0, 0) == 1.0f);
 }
+
+namespace {
+// The documented layout (common/dropout.h), written out here independently of the project's
+// helpers: Philox4x32-10 keyed by (seed low word, seed high word), counter (j / 4, i, h, b), and
+// element (b, h, i, j) uses output word j % 4.
+uint32_t documented_word(uint64_t seed, int b, int h, int i, int j) {
+  philox4x32_ctr_t ctr = {{static_cast<uint32_t>(j) / 4, static_cast<uint32_t>(i),
+                           static_cast<uint32_t>(h), static_cast<uint32_t>(b)}};
+  philox4x32_key_t key = {{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
+  return philox4x32(ctr, key).v[j % 4];
+}
+
+// Whether the project's dropout keeps (b, h, i, j) when the threshold is exactly `threshold`.
+bool keeps(uint64_t seed, uint32_t threshold, int b, int h, int i, int j) {
+  const attn::Dropout d{threshold, 2.0f, seed, true};
+  return attn::dropout_keep(d, b, h, i, j);
+}
+}  // namespace
+
+TEST_CASE("dropout follows the documented Philox counter layout (known answers)", "[dropout]") {
+  // Known answers: the selected 32-bit word of a few elements, computed once with Random123's
+  // philox4x32 (whose own test vector is checked above) from the layout above. Each is pinned by
+  // the threshold at which the element flips from kept to dropped.
+  const uint64_t seed = 0x0123456789abcdefull;
+  struct Known {
+    int b, h, i, j;
+    uint32_t word;
+  };
+  const Known known[] = {{0, 0, 0, 0, 0xb850222eu},
+                         {1, 2, 3, 5, 0xb711825cu},
+                         {3, 1, 999, 1000, 0x99370950u},
+                         {0, 7, 17, 130, 0xb0889cb5u}};
+  for (const Known& k : known) {
+    INFO("(b, h, i, j) = (" << k.b << ", " << k.h << ", " << k.i << ", " << k.j << ")");
+    CHECK(documented_word(seed, k.b, k.h, k.i, k.j) == k.word);
+    CHECK(keeps(seed, k.word, k.b, k.h, k.i, k.j));
+    CHECK_FALSE(keeps(seed, k.word + 1, k.b, k.h, k.i, k.j));
+  }
+  // And over a grid with distinct, asymmetric coordinates (a swap of any two counter words, or of
+  // the key words, changes the words drawn): keep iff the documented word >= threshold.
+  const uint32_t threshold = 0x80000000u;
+  for (uint64_t s : {uint64_t(7), uint64_t(0xfedcba9800000001ull)})
+    for (int b = 0; b < 3; ++b)
+      for (int h = 0; h < 3; ++h)
+        for (int i = 0; i < 9; i += 4)
+          for (int j = 0; j < 40; ++j) {
+            INFO("seed " << s << " (b, h, i, j) = (" << b << ", " << h << ", " << i << ", " << j
+                         << ")");
+            REQUIRE(keeps(s, threshold, b, h, i, j) ==
+                    (documented_word(s, b, h, i, j) >= threshold));
+          }
+}
