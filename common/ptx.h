@@ -158,7 +158,6 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return static_cast<uint32_t>(l) | static_cast<uint32_t>(h) << 16;
 }
 
-
 // ================================ Hopper (sm_90a) ================================================
 // On the CPU backend each calls the emulation in common/simt/sm90.h. mbarriers are 8-byte objects
 // in dynamic shared memory; the tensor map of a TMA copy is a kernel parameter
@@ -241,7 +240,8 @@ __device__ __forceinline__ void mbarrier_expect_tx(uint64_t* bar, uint32_t bytes
 }
 
 // mbarrier.try_wait.parity.shared::cta.b64, looped until the phase of parity `parity` completed.
-__device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t parity ATTN_PTX_WHERE) {
+__device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar,
+                                                     uint32_t parity ATTN_PTX_WHERE) {
 #if defined(__CUDA_ARCH__)
   uint32_t done;
   do {
@@ -381,9 +381,10 @@ __device__ __forceinline__ void wgmma_wait(ATTN_PTX_WHERE_ONLY) {
 #define ATTN_WGMMA_D_STR(z, i, _) BOOST_PP_IF(i, ",", "") "%" BOOST_PP_STRINGIZE(i)
 #define ATTN_WGMMA_D_OPS(z, i, _) BOOST_PP_COMMA_IF(i) "+f"(d[i])
 #define ATTN_WGMMA_OP(nr, k) "%" BOOST_PP_STRINGIZE(BOOST_PP_ADD(nr, k))
-#define ATTN_WGMMA_SS_CASE(z, j, ty) ATTN_WGMMA_SS(BOOST_PP_MUL(8, BOOST_PP_INC(j)), BOOST_PP_MUL(4, BOOST_PP_INC(j)), ty)
-#define ATTN_WGMMA_SS(n, nr, ty)                                                                 \
-  if constexpr (N == n)                                                                          \
+#define ATTN_WGMMA_SS_CASE(z, j, ty) \
+  ATTN_WGMMA_SS(BOOST_PP_MUL(8, BOOST_PP_INC(j)), BOOST_PP_MUL(4, BOOST_PP_INC(j)), ty)
+#define ATTN_WGMMA_SS(n, nr, ty) \
+  if constexpr (N == n)          \
     asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, " ATTN_WGMMA_OP(nr, 2) ", 0;\n"             \
                  " wgmma.mma_async.sync.aligned.m64n" BOOST_PP_STRINGIZE(n) "k16.f32." ty "." ty \
                  " {" BOOST_PP_REPEAT(nr, ATTN_WGMMA_D_STR, _) "}, " ATTN_WGMMA_OP(nr, 0) ", "   \
@@ -392,9 +393,10 @@ __device__ __forceinline__ void wgmma_wait(ATTN_PTX_WHERE_ONLY) {
                  : BOOST_PP_REPEAT(nr, ATTN_WGMMA_D_OPS, _)                                      \
                  : "l"(desc_a), "l"(desc_b), "r"(int(scale_d)), "n"(int(TransA)),               \
                    "n"(int(TransB)));
-#define ATTN_WGMMA_RS_CASE(z, j, ty) ATTN_WGMMA_RS(BOOST_PP_MUL(8, BOOST_PP_INC(j)), BOOST_PP_MUL(4, BOOST_PP_INC(j)), ty)
-#define ATTN_WGMMA_RS(n, nr, ty)                                                                 \
-  if constexpr (N == n)                                                                          \
+#define ATTN_WGMMA_RS_CASE(z, j, ty) \
+  ATTN_WGMMA_RS(BOOST_PP_MUL(8, BOOST_PP_INC(j)), BOOST_PP_MUL(4, BOOST_PP_INC(j)), ty)
+#define ATTN_WGMMA_RS(n, nr, ty) \
+  if constexpr (N == n)          \
     asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, " ATTN_WGMMA_OP(nr, 5) ", 0;\n"             \
                  " wgmma.mma_async.sync.aligned.m64n" BOOST_PP_STRINGIZE(n) "k16.f32." ty "." ty \
                  " {" BOOST_PP_REPEAT(nr, ATTN_WGMMA_D_STR, _) "}, {" ATTN_WGMMA_OP(nr, 0) ", "  \
@@ -420,8 +422,8 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
     BOOST_PP_REPEAT(32, ATTN_WGMMA_SS_CASE, "bf16")
   }
 #elif defined(SIMT_BACKEND)
-  simt::wgmma_mma_async(std::is_same_v<T, __half> ? simt::WgmmaType::f16 : simt::WgmmaType::bf16,
-                        N, d, desc_a, nullptr, desc_b, scale_d, 1, 1, TransA, TransB, where);
+  simt::wgmma_mma_async(std::is_same_v<T, __half> ? simt::WgmmaType::f16 : simt::WgmmaType::bf16, N,
+                        d, desc_a, nullptr, desc_b, scale_d, 1, 1, TransA, TransB, where);
 #endif
 }
 
@@ -438,8 +440,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
     BOOST_PP_REPEAT(32, ATTN_WGMMA_RS_CASE, "bf16")
   }
 #elif defined(SIMT_BACKEND)
-  simt::wgmma_mma_async(std::is_same_v<T, __half> ? simt::WgmmaType::f16 : simt::WgmmaType::bf16,
-                        N, d, 0, a, desc_b, scale_d, 1, 1, false, TransB, where);
+  simt::wgmma_mma_async(std::is_same_v<T, __half> ? simt::WgmmaType::f16 : simt::WgmmaType::bf16, N,
+                        d, 0, a, desc_b, scale_d, 1, 1, false, TransB, where);
 #endif
 }
 

@@ -22,7 +22,8 @@ uint32_t element_bytes(TmaDtype t) {
 std::string validate(const TensorMapSpec& s) {
   const uint32_t es = element_bytes(s.dtype);
   if (es == 0) return "tensor map: unknown data type";
-  if (s.rank < 1 || s.rank > 5) return "tensor map: rank " + std::to_string(s.rank) + " not in 1..5";
+  if (s.rank < 1 || s.rank > 5)
+    return "tensor map: rank " + std::to_string(s.rank) + " not in 1..5";
   if (s.global == nullptr || reinterpret_cast<uintptr_t>(s.global) % 16 != 0)
     return "tensor map: global address not 16-byte aligned";
   for (uint32_t i = 0; i < s.rank; ++i) {
@@ -71,10 +72,10 @@ void encode_tensor_map_gpu(void* out, const TensorMapSpec& s) {
   if (const std::string why = validate(s); !why.empty()) throw std::invalid_argument(why);
   if (reinterpret_cast<uintptr_t>(out) % 64 != 0)
     throw std::invalid_argument("tensor map: CUtensorMap storage not 64-byte aligned");
-  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                              const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                              const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  using Encode =
+      CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
   // The driver's function through the runtime (the ABI of CUDA 12.0's version of it).
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};

@@ -16,11 +16,11 @@ enum class TmaDtype : uint32_t { u8 = 0, u16 = 1, u32 = 2, f16 = 6, f32 = 7, bf1
 
 struct TensorMapSpec {
   TmaDtype dtype = TmaDtype::f16;
-  uint32_t rank = 2;           // 1..5
+  uint32_t rank = 2;             // 1..5
   const void* global = nullptr;  // 16-byte aligned
-  uint64_t dims[5] = {};       // elements, dimension 0 innermost
-  uint64_t strides[5] = {};    // bytes; strides[i] for i = 1..rank-1 (cuda.h's globalStrides[i-1])
-  uint32_t box[5] = {};        // 1..256 elements; box[0] * element size a multiple of 16 bytes
+  uint64_t dims[5] = {};         // elements, dimension 0 innermost
+  uint64_t strides[5] = {};  // bytes; strides[i] for i = 1..rank-1 (cuda.h's globalStrides[i-1])
+  uint32_t box[5] = {};      // 1..256 elements; box[0] * element size a multiple of 16 bytes
   uint32_t element_strides[5] = {1, 1, 1, 1, 1};  // 1..8 (dimension 0's is ignored)
   simt::TmaSwizzle swizzle = simt::TmaSwizzle::none;
 };

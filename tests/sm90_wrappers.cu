@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(384, 1)
 
 }  // namespace sm90_test
 
-template __global__ void sm90_test::every_hopper_wrapper<__half>(const __grid_constant__ attn::TensorMap,
-                                                      float*);
+template __global__ void sm90_test::every_hopper_wrapper<__half>(
+    const __grid_constant__ attn::TensorMap, float*);
 template __global__ void sm90_test::every_hopper_wrapper<__nv_bfloat16>(
     const __grid_constant__ attn::TensorMap, float*);

@@ -61,7 +61,7 @@ struct Landing {
 struct MBarrier {
   uint32_t count = 0;
   uint32_t pending = 0;
-  int64_t tx = 0;  // transaction bytes expected in this phase
+  int64_t tx = 0;      // transaction bytes expected in this phase
   uint64_t phase = 0;  // completed phases
   std::string label;
   where_t init_at;
@@ -93,7 +93,7 @@ struct WarpgroupSlot {
   // setmaxnreg
   bool inc[128];
   int regs_req[128];
-  int regs = 0;  // the warpgroup's current per-thread register count
+  int regs = 0;             // the warpgroup's current per-thread register count
   int64_t waiting_for = 0;  // registers a pending .inc still needs from the pool
   bool granted = true;
 };
@@ -117,17 +117,16 @@ struct Sm90Block final : detail::BlockExtension {
     std::ostringstream os;
     for (const auto& [addr, b] : barriers) {
       os << "\n  mbarrier " << (b.label.empty() ? "" : b.label + " ") << "at shared " << hex(addr)
-         << " (initialised at " << loc(b.init_at) << ", count " << b.count << "): phase "
-         << b.phase << " (parity " << (b.phase & 1) << ") waits for " << b.pending
-         << " arrival(s) and " << (b.tx - b.inflight_bytes) << " transaction byte(s)";
+         << " (initialised at " << loc(b.init_at) << ", count " << b.count << "): phase " << b.phase
+         << " (parity " << (b.phase & 1) << ") waits for " << b.pending << " arrival(s) and "
+         << (b.tx - b.inflight_bytes) << " transaction byte(s)";
       if (b.inflight_bytes) os << "; " << b.inflight_bytes << " byte(s) of TMA in flight";
     }
     for (size_t w = 0; w < warpgroups.size(); ++w) {
       const WarpgroupSlot* g = warpgroups[w].get();
       if (g && !g->granted)
-        os << "\n  register pool: " << pool_free << " of " << pool
-           << " registers free; warpgroup " << w << " waits in setmaxnreg.inc for " << g->waiting_for
-           << " more";
+        os << "\n  register pool: " << pool_free << " of " << pool << " registers free; warpgroup "
+           << w << " waits in setmaxnreg.inc for " << g->waiting_for << " more";
     }
     return os.str();
   }
@@ -176,16 +175,13 @@ void land(const Landing& l) {
   }
 }
 
-// Completes the phase when its arrivals and its transaction bytes are all in: the in-flight copies
-// land, the phase advances (flipping the parity) and the pending count reloads.
-void advance(MBarrier& b, uint64_t* bar, const char* what, const where_t& where) {
-  if (b.pending != 0) return;
-  if (b.inflight_bytes > b.tx)
-    fail_at(what, where,
-            name_of(b, bar) + ": transaction count underflow: TMA completed " +
-                std::to_string(b.inflight_bytes) + " bytes but the phase expects only " +
-                std::to_string(b.tx) + " (phase " + std::to_string(b.phase) + ")");
-  if (b.inflight_bytes < b.tx) return;
+bool phase_ready(const MBarrier& b) {
+  return b.pending == 0 && b.inflight_bytes == b.tx;
+}
+
+// Completes the phase: the in-flight copies land, the phase advances (flipping the parity) and the
+// pending count reloads.
+void complete_phase(MBarrier& b) {
   for (const Landing& l : b.inflight) land(l);
   b.inflight.clear();
   b.inflight_bytes = 0;
@@ -194,10 +190,30 @@ void advance(MBarrier& b, uint64_t* bar, const char* what, const where_t& where)
   b.pending = b.count;
 }
 
+// Called after every change to a phase's counts. A phase whose arrivals and transaction bytes are
+// all in completes at once when nothing is in flight; with copies in flight it completes as late
+// as the PTX ISA allows: when a thread waits on it or the barrier is used again (so a read that
+// does not wait for the copy sees poison).
+void advance(MBarrier& b, uint64_t* bar, const char* what, const where_t& where) {
+  if (b.pending != 0) return;
+  if (b.inflight_bytes > b.tx)
+    fail_at(what, where,
+            name_of(b, bar) + ": transaction count underflow: TMA completed " +
+                std::to_string(b.inflight_bytes) + " bytes but the phase expects only " +
+                std::to_string(b.tx) + " (phase " + std::to_string(b.phase) + ")");
+  if (phase_ready(b) && b.inflight.empty()) complete_phase(b);
+}
+
+// Before a barrier is used again, a phase that only waited for its copies to land completes.
+MBarrier& settled(MBarrier& b) {
+  if (phase_ready(b)) complete_phase(b);
+  return b;
+}
+
 constexpr int64_t kTxLimit = (1 << 20) - 1;  // the PTX ISA's tx-count range
 
 uint64_t arrive(uint64_t* bar, uint32_t tx, const char* what, const where_t& where) {
-  MBarrier& b = barrier_at(bar, what, where);
+  MBarrier& b = settled(barrier_at(bar, what, where));
   if (b.pending == 0)
     fail_at(what, where,
             name_of(b, bar) + ": more arrivals than expected: phase " + std::to_string(b.phase) +
@@ -205,7 +221,8 @@ uint64_t arrive(uint64_t* bar, uint32_t tx, const char* what, const where_t& whe
                 std::to_string(b.tx - b.inflight_bytes) + " transaction bytes");
   b.tx += tx;
   if (b.tx > kTxLimit)
-    fail_at(what, where, name_of(b, bar) + ": tx-count " + std::to_string(b.tx) + " exceeds 2^20-1");
+    fail_at(what, where,
+            name_of(b, bar) + ": tx-count " + std::to_string(b.tx) + " exceeds 2^20-1");
   const uint64_t state = b.phase;
   --b.pending;
   advance(b, bar, what, where);
@@ -224,7 +241,8 @@ uint32_t shared_address(const void* p, const where_t& where) {
   return static_cast<uint32_t>(c - base);
 }
 
-// ---- mbarrier ------------------------------------------------------------------------------------
+// ---- mbarrier
+// ------------------------------------------------------------------------------------
 
 void mbarrier_init(uint64_t* bar, uint32_t count, const where_t& where) {
   detail::check_shared(bar, 8, 8, "mbarrier.init", where);
@@ -251,7 +269,7 @@ uint64_t mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes, const where_t&
 }
 
 void mbarrier_expect_tx(uint64_t* bar, uint32_t bytes, const where_t& where) {
-  MBarrier& b = barrier_at(bar, "mbarrier.expect_tx", where);
+  MBarrier& b = settled(barrier_at(bar, "mbarrier.expect_tx", where));
   b.tx += bytes;
   if (b.tx > kTxLimit)
     fail_at("mbarrier.expect_tx", where,
@@ -260,11 +278,14 @@ void mbarrier_expect_tx(uint64_t* bar, uint32_t bytes, const where_t& where) {
 
 namespace {
 struct ParityWait {
-  const MBarrier* b;
+  MBarrier* b;
   uint32_t parity;
 };
+// The phase of parity P has completed when the current phase has the other parity. A waiter on the
+// current phase lets a phase that only waits for its in-flight copies complete.
 bool parity_done(void* p) {
-  const auto* w = static_cast<const ParityWait*>(p);
+  auto* w = static_cast<ParityWait*>(p);
+  if ((w->b->phase & 1) == w->parity && phase_ready(*w->b)) complete_phase(*w->b);
   return (w->b->phase & 1) != w->parity;
 }
 }  // namespace
@@ -281,7 +302,7 @@ bool mbarrier_try_wait_parity(uint64_t* bar, uint32_t parity, const where_t& whe
 
 void cp_async_mbarrier_arrive_noinc(uint64_t* bar, const where_t& where) {
   const char* what = "cp.async.mbarrier.arrive.noinc";
-  MBarrier& b = barrier_at(bar, what, where);
+  MBarrier& b = settled(barrier_at(bar, what, where));
   auto& async = detail::current().async;
   Landing l{{}, {}, false};
   auto take = [&](const std::vector<detail::PendingCopy>& copies) {
@@ -297,14 +318,15 @@ void cp_async_mbarrier_arrive_noinc(uint64_t* bar, const where_t& where) {
   take(async.open);
   async.open.clear();
   if (b.pending == 0)
-    fail_at(what, where, name_of(b, bar) + ": more arrivals than expected in phase " +
-                             std::to_string(b.phase));
+    fail_at(what, where,
+            name_of(b, bar) + ": more arrivals than expected in phase " + std::to_string(b.phase));
   b.inflight.push_back(std::move(l));
   --b.pending;
   advance(b, bar, what, where);
 }
 
-// ---- TMA -----------------------------------------------------------------------------------------
+// ---- TMA
+// -----------------------------------------------------------------------------------------
 
 void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coords, int rank,
               const where_t& where) {
@@ -313,10 +335,9 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
   if (static_cast<uint32_t>(rank) != map->rank)
     fail_at(what, where,
             std::to_string(rank) + "d copy with a rank-" + std::to_string(map->rank) + " map");
-  if (reinterpret_cast<uintptr_t>(dst) % 128 != 0 ||
-      shared_address(dst, where) % 128 != 0)
+  if (reinterpret_cast<uintptr_t>(dst) % 128 != 0 || shared_address(dst, where) % 128 != 0)
     fail_at(what, where, "shared destination not 128-byte aligned");
-  MBarrier& b = barrier_at(bar, what, where);
+  MBarrier& b = settled(barrier_at(bar, what, where));
   const uint32_t es = map->element_bytes;
   uint64_t n[5] = {1, 1, 1, 1, 1};
   for (int i = 0; i < rank; ++i) {
@@ -324,7 +345,8 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
     n[i] = (map->box[i] + stride - 1) / stride;
   }
   const uint64_t bytes = n[0] * n[1] * n[2] * n[3] * n[4] * es;
-  const uint32_t span = map->swizzle == TmaSwizzle::none ? 0 : 16u << static_cast<int>(map->swizzle);
+  const uint32_t span =
+      map->swizzle == TmaSwizzle::none ? 0 : 16u << static_cast<int>(map->swizzle);
   if (span && n[0] * es != span)
     fail_at(what, where,
             "not modelled: a swizzled box whose inner extent (" + std::to_string(n[0] * es) +
@@ -343,8 +365,10 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
       rest /= n[i];
       const int64_t x =
           int64_t(coords[i]) + int64_t(idx[i]) * (i == 0 ? 1 : map->element_strides[i]);
-      if (x < 0 || x >= int64_t(map->dims[i])) inside = false;
-      else src += uint64_t(x) * map->strides[i];
+      if (x < 0 || x >= int64_t(map->dims[i]))
+        inside = false;
+      else
+        src += uint64_t(x) * map->strides[i];
     }
     if (inside) std::memcpy(&l.bytes[e * es], src, es);
   }
@@ -361,7 +385,8 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
   advance(b, bar, what, where);
 }
 
-// ---- Proxy fence ---------------------------------------------------------------------------------
+// ---- Proxy fence
+// ---------------------------------------------------------------------------------
 
 void fence_proxy_async_shared(const where_t&) {
   // All generic writes so far become visible to the async proxy. (On hardware the fence orders the
@@ -370,7 +395,8 @@ void fence_proxy_async_shared(const where_t&) {
   std::memcpy(e.async_view.data(), detail::dynamic_shared_memory(), e.async_view.size());
 }
 
-// ---- Warpgroup rendezvous ------------------------------------------------------------------------
+// ---- Warpgroup rendezvous
+// ------------------------------------------------------------------------
 
 namespace {
 
@@ -528,7 +554,8 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
               g.trans_b != trans_b || g.scale_a != scale_a || g.scale_b != scale_b)) {
     fail_at(kWgmma, where,
             "the threads of the warpgroup disagree on the shape, type, descriptors or immediates "
-            "(first thread's at " + loc(g.where) + ")");
+            "(first thread's at " +
+                loc(g.where) + ")");
   }
   if (a_regs) std::memcpy(g.a[me], a_regs, sizeof g.a[me]);
   std::memcpy(g.c[me], chained ? chained->result.data() : d, sizeof(float) * (n / 2));
@@ -553,7 +580,8 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
       for (int i = 0; i < g.n / 2; ++i) {
         const int m = 16 * w + gg + 8 * ((i / 2) % 2), nn = 8 * (i / 4) + 2 * tt + i % 2;
         float acc = g.scale_d ? g.c[t][i] : 0.0f;
-        for (int k = 0; k < 16; ++k) acc += float(g.scale_a) * A[m][k] * float(g.scale_b) * B[nn][k];
+        for (int k = 0; k < 16; ++k)
+          acc += float(g.scale_a) * A[m][k] * float(g.scale_b) * B[nn][k];
         g.out[t][i] = acc;
       }
     }
@@ -585,7 +613,8 @@ void wgmma_wait_group(int n, const where_t& where) {
   ts.wgmma_fenced = false;
 }
 
-// ---- elect.sync, named barriers ------------------------------------------------------------------
+// ---- elect.sync, named barriers
+// ------------------------------------------------------------------
 
 namespace {
 void elect_compute(const detail::CollectiveView& v) {
@@ -606,7 +635,8 @@ namespace {
 void check_named(int id, int count, const char* what, const where_t& where) {
   if (id < 0 || id > 15) fail_at(what, where, "barrier id " + std::to_string(id) + " not in 0..15");
   if (count <= 0 || count % 32 != 0)
-    fail_at(what, where, "thread count " + std::to_string(count) + " is not a positive multiple of 32");
+    fail_at(what, where,
+            "thread count " + std::to_string(count) + " is not a positive multiple of 32");
 }
 }  // namespace
 
@@ -620,7 +650,8 @@ void named_barrier_arrive(int id, int count, const where_t& where) {
   detail::barrier_arrive(id, count, "bar.arrive", where);
 }
 
-// ---- setmaxnreg ----------------------------------------------------------------------------------
+// ---- setmaxnreg
+// ----------------------------------------------------------------------------------
 
 namespace {
 struct Grant {
@@ -641,8 +672,8 @@ bool granted(void* p) {
 void setmaxnreg(bool inc, int regs, const where_t& where) {
   const char* what = inc ? "setmaxnreg.inc" : "setmaxnreg.dec";
   if (regs < 24 || regs > 256 || regs % 8 != 0)
-    fail_at(what, where, "register count " + std::to_string(regs) +
-                             " is not a multiple of 8 in 24..256");
+    fail_at(what, where,
+            "register count " + std::to_string(regs) + " is not a multiple of 8 in 24..256");
   WarpgroupSlot& g = warpgroup(kSetmaxnreg, where);
   const int me = detail::current().tid % 128;
   g.inc[me] = inc;
@@ -651,17 +682,19 @@ void setmaxnreg(bool inc, int regs, const where_t& where) {
   rendezvous(g, kSetmaxnreg, where, [&] {
     for (int t = 1; t < 128; ++t)
       if (g.inc[t] != g.inc[0] || g.regs_req[t] != g.regs_req[0])
-        fail_at(what, where, "not warpgroup-uniform: thread " + std::to_string(t) + " asks " +
-                                 (g.inc[t] ? ".inc " : ".dec ") + std::to_string(g.regs_req[t]) +
-                                 ", thread 0 " + (g.inc[0] ? ".inc " : ".dec ") +
-                                 std::to_string(g.regs_req[0]));
+        fail_at(what, where,
+                "not warpgroup-uniform: thread " + std::to_string(t) + " asks " +
+                    (g.inc[t] ? ".inc " : ".dec ") + std::to_string(g.regs_req[t]) + ", thread 0 " +
+                    (g.inc[0] ? ".inc " : ".dec ") + std::to_string(g.regs_req[0]));
     const int want = g.regs_req[0];
     if (g.inc[0] && want < g.regs)
-      fail_at(what, where, "asks " + std::to_string(want) + " registers, below the current " +
-                               std::to_string(g.regs));
+      fail_at(what, where,
+              "asks " + std::to_string(want) + " registers, below the current " +
+                  std::to_string(g.regs));
     if (!g.inc[0] && want > g.regs)
-      fail_at(what, where, "asks " + std::to_string(want) + " registers, above the current " +
-                               std::to_string(g.regs));
+      fail_at(what, where,
+              "asks " + std::to_string(want) + " registers, above the current " +
+                  std::to_string(g.regs));
     if (g.inc[0]) {
       g.waiting_for = int64_t(want - g.regs) * 128;
       g.granted = false;

@@ -87,14 +87,16 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
 void wgmma_commit_group(const where_t& where);
 void wgmma_wait_group(int n, const where_t& where);
 
-// ---- Warp and block synchronisation --------------------------------------------------------------
-// elect.sync: every lane of `mask` gets the lowest lane of the mask; *is_leader for that lane.
+// ---- Warp and block synchronisation
+// -------------------------------------------------------------- elect.sync: every lane of `mask`
+// gets the lowest lane of the mask; *is_leader for that lane.
 uint32_t elect_sync(uint32_t mask, bool* is_leader, const where_t& where);
 // bar.sync id, count / bar.arrive id, count (count a multiple of 32).
 void named_barrier_sync(int id, int count, const where_t& where);
 void named_barrier_arrive(int id, int count, const where_t& where);
 
-// ---- setmaxnreg ----------------------------------------------------------------------------------
+// ---- setmaxnreg
+// ----------------------------------------------------------------------------------
 void setmaxnreg(bool inc, int regs, const where_t& where);
 // The per-thread register count at kernel entry for the next launches (the block's pool is that
 // times the block's threads). 0 restores the default: what __launch_bounds__(threads, 1) gives,
