@@ -141,8 +141,9 @@ __global__ void gmma_with_maps(const GmmaMaps* maps, const float* A, const float
     if constexpr (ARegs) {
       uint32_t a[4] = {};
       for (int v = 0; v < 8; ++v)
-        a[v / 2] |= uint32_t(bits16<__half>(A[maps->ar[t][v][0] * 64 + 16 * kb + maps->ar[t][v][1]]))
-                    << (16 * (v % 2));
+        a[v / 2] |=
+            uint32_t(bits16<__half>(A[maps->ar[t][v][0] * 64 + 16 * kb + maps->ar[t][v][1]]))
+            << (16 * (v % 2));
       attn::wgmma_rs<64, __half, TransB>(d, a, maps->db[kb], kb > 0);
     } else {
       attn::wgmma_ss<64, __half, TransA, TransB>(d, maps->da[kb], maps->db[kb], kb > 0);
@@ -204,7 +205,8 @@ TEST_CASE("oracle: wgmma reads CuTe's canonical GMMA layouts through CuTe's desc
   }
 }
 
-TEST_CASE("oracle: the GMMA accumulator layout of ptx.h is CuTe's CLayout_64xN", "[ptx][cute][sm90]") {
+TEST_CASE("oracle: the GMMA accumulator layout of ptx.h is CuTe's CLayout_64xN",
+          "[ptx][cute][sm90]") {
   for (int N : {64, 128, 256})
     for (int t = 0; t < 128; ++t)
       for (int i = 0; i < N / 2; ++i) {

@@ -273,6 +273,37 @@ TEST_CASE("sm90: a read before the TMA lands sees poison (wrong parity, missing 
                     Contains("transaction count underflow") && Contains("test_ptx_sm90.cpp"));
 }
 
+namespace {
+// A ring slot reused: the second load into the same destination is read without waiting for its
+// phase (parity 1). The slot must read as poison, not as the first load's still-present data.
+__global__ void tma_reuse(const attn::TensorMap map, uint16_t* first, uint16_t* early) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + 4096);
+  attn::mbarrier_init(bar, 1);
+  for (int phase = 0; phase < 2; ++phase) {
+    attn::mbarrier_arrive_expect_tx(bar, 512);
+    attn::tma_load_2d(smem, &map, bar, 0, phase);
+    if (phase == 0) attn::mbarrier_wait_parity(bar, 0);
+    std::memcpy(phase == 0 ? first : early, smem, 512);
+  }
+}
+}  // namespace
+
+TEST_CASE("sm90: a TMA destination is poison from issue until it lands (a reused ring slot)",
+          "[ptx][sm90]") {
+  DeviceBuf<uint16_t> g(16 * 17), first(256), early(256);
+  for (int x = 0; x < 16 * 17; ++x) g.ptr[x] = uint16_t(x);
+  attn::TensorMapSpec s;
+  s.rank = 2, s.global = g.ptr, s.dims[0] = 16, s.dims[1] = 17, s.strides[1] = 32;
+  s.box[0] = 16, s.box[1] = 16;
+  const simt::TensorMap map = attn::encode_tensor_map_cpu(s);
+  launch(tma_reuse, {dim3(1), dim3(1), 4096 + 8}, map, first.ptr, early.ptr);
+  for (int x = 0; x < 256; ++x) {
+    REQUIRE(first.ptr[x] == x);
+    REQUIRE(early.ptr[x] == 0xFFFF);
+  }
+}
+
 // ---- cp.async.mbarrier.arrive.noinc -------------------------------------------------------------
 
 namespace {
