@@ -194,6 +194,16 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t count ATTN
 #endif
 }
 
+// Names an mbarrier ("full[2]") in the CPU backend's reports; nothing on the GPU.
+__device__ __forceinline__ void mbarrier_label(uint64_t* bar, const char* label) {
+#if defined(SIMT_BACKEND)
+  simt::mbarrier_label(bar, label);
+#else
+  (void)bar;
+  (void)label;
+#endif
+}
+
 // mbarrier.arrive.shared::cta.b64 state, [bar]: one arrival; returns the phase's state token.
 __device__ __forceinline__ uint64_t mbarrier_arrive(uint64_t* bar ATTN_PTX_WHERE) {
 #if defined(__CUDA_ARCH__)

@@ -10,6 +10,7 @@ __global__ void __launch_bounds__(384, 1)
   unsigned char* smem = attn::shared_memory<unsigned char>();
   auto* bar = reinterpret_cast<uint64_t*>(smem + 32768);
   if (threadIdx.x == 0) attn::mbarrier_init(bar, 1);
+  attn::mbarrier_label(bar, "bar");
   __syncthreads();
   if (attn::elect_one() && threadIdx.x < 32) {
     attn::mbarrier_arrive_expect_tx(bar, 3 * 4096);

@@ -75,7 +75,7 @@ __global__ void mbarrier_misuse(int which) {
     attn::mbarrier_arrive(bar);
   }
   if (which == 2) {  // waits for a phase that cannot complete: one arrival short
-    simt::mbarrier_label(bar, "full[0]");
+    attn::mbarrier_label(bar, "full[0]");
     attn::mbarrier_expect_tx(bar, 48);
     attn::mbarrier_wait_parity(bar, 0);
   }
@@ -645,4 +645,114 @@ TEST_CASE("sm90: the CPU backend presents itself as sm_90a", "[ptx][sm90]") {
   const attn::ComputeCapability cc = attn::compute_capability(*cpu);
   CHECK(cc.is_sm90a());
   CHECK(cc.at_least(8, 0));
+}
+
+// ---- A producer/consumer ring, as step 5 will build it, with planted bugs
+// -------------------------
+
+namespace {
+
+constexpr int kStages = 2, kTiles = 4;
+
+// Warpgroup 0 produces (one elected thread issues the TMA loads), warpgroup 1 consumes with wgmma:
+// D (64 x 64) = sum over tiles t of A_t B_t^T, each A_t, B_t a 64 x 64 K-major tile in 128-byte
+// swizzle. full[s]: the producer's arrive.expect_tx plus the TMA bytes; empty[s]: the 128 consumer
+// threads release the slot. bug 1: the producer waits on "empty" with the consumer's parity (its
+// first pass then blocks forever); bug 2: the consumer waits on the wrong parity; bug 3: the
+// producer never waits on "empty" (it refills slots still being read).
+__global__ void ring(const attn::TensorMap mA, const attn::TensorMap mB, int bug, float* D) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  auto* full = reinterpret_cast<uint64_t*>(smem + kStages * 16384);
+  uint64_t* empty = full + kStages;
+  if (threadIdx.x == 0)
+    for (int s = 0; s < kStages; ++s) {
+      attn::mbarrier_init(&full[s], 1);
+      attn::mbarrier_init(&empty[s], 128);
+      attn::mbarrier_label(&full[s], s == 0 ? "full[0]" : "full[1]");
+      attn::mbarrier_label(&empty[s], s == 0 ? "empty[0]" : "empty[1]");
+    }
+  __syncthreads();
+  if (threadIdx.x < 128) {  // producer warpgroup
+    if (threadIdx.x < 32 && attn::elect_one()) {
+      for (int t = 0; t < kTiles; ++t) {
+        const int s = t % kStages;
+        const uint32_t phase = (t / kStages) & 1;
+        if (bug != 3) attn::mbarrier_wait_parity(&empty[s], bug == 1 ? phase : phase ^ 1);
+        attn::mbarrier_arrive_expect_tx(&full[s], 16384);
+        attn::tma_load_2d(smem + s * 16384, &mA, &full[s], 64 * t, 0);
+        attn::tma_load_2d(smem + s * 16384 + 8192, &mB, &full[s], 64 * t, 0);
+      }
+    }
+    return;
+  }
+  float d[32];
+  for (int t = 0; t < kTiles; ++t) {
+    const int s = t % kStages;
+    const uint32_t phase = (t / kStages) & 1;
+    attn::mbarrier_wait_parity(&full[s], bug == 2 ? phase ^ 1 : phase);
+    attn::wgmma_fence();
+    for (int kb = 0; kb < 4; ++kb) {
+      const uint64_t da =
+          attn::make_wgmma_desc(smem + s * 16384 + 32 * kb, 16, 1024, attn::WgmmaSwizzle::b128);
+      const uint64_t db = attn::make_wgmma_desc(smem + s * 16384 + 8192 + 32 * kb, 16, 1024,
+                                                attn::WgmmaSwizzle::b128);
+      attn::wgmma_ss<64, __half>(d, da, db, t > 0 || kb > 0);
+    }
+    attn::wgmma_commit();
+    attn::wgmma_wait<0>();
+    attn::mbarrier_arrive(&empty[s]);
+  }
+  const int w = threadIdx.x / 32 - 4, l = threadIdx.x % 32, g = l / 4, q = l % 4;
+  for (int i = 0; i < 32; ++i)
+    D[(16 * w + g + 8 * ((i / 2) % 2)) * 64 + 8 * (i / 4) + 2 * q + i % 2] = d[i];
+}
+
+}  // namespace
+
+TEST_CASE("sm90: a TMA + mbarrier ring feeding wgmma, and the bugs it is built to catch",
+          "[ptx][sm90]") {
+  constexpr int K = 64 * kTiles;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> u(-2, 2);
+  DeviceBuf<uint16_t> A(64 * K, "A"), B(64 * K, "B");
+  std::vector<float> a(64 * K), b(64 * K);
+  for (int x = 0; x < 64 * K; ++x) {
+    a[x] = float(u(rng)), b[x] = float(u(rng));
+    A.ptr[x] = bits16<__half>(a[x]), B.ptr[x] = bits16<__half>(b[x]);
+  }
+  auto map = [&](const uint16_t* g) {
+    attn::TensorMapSpec s;
+    s.global = g, s.dims[0] = K, s.dims[1] = 64, s.strides[1] = 2 * K;
+    s.box[0] = 64, s.box[1] = 64, s.swizzle = simt::TmaSwizzle::b128;
+    return attn::encode_tensor_map_cpu(s);
+  };
+  const simt::TensorMap mA = map(A.ptr), mB = map(B.ptr);
+  DeviceBuf<float> D(64 * 64);
+  const attn::LaunchConfig cfg{dim3(1), dim3(256), kStages * 16384 + 64};
+  for (const char* sched : {"forward", "reverse", "random:11"}) {
+    simt::set_schedule(simt::parse_schedule(sched));
+    launch(ring, cfg, mA, mB, 0, D.ptr);
+    for (int m = 0; m < 64; ++m)
+      for (int n = 0; n < 64; ++n) {
+        float want = 0;
+        for (int k = 0; k < K; ++k) want += a[m * K + k] * b[n * K + k];
+        INFO(sched << " m " << m << " n " << n);
+        REQUIRE(D.ptr[m * 64 + n] == want);
+      }
+    CHECK_THROWS_WITH(
+        launch(ring, cfg, mA, mB, 1, D.ptr),
+        Contains("deadlock") && Contains("mbarrier.try_wait.parity 0 on mbarrier empty[0]"));
+    launch(ring, cfg, mA, mB, 2, D.ptr);
+    CHECK(std::isnan(D.ptr[0]));
+    bool wrong = false;
+    try {
+      launch(ring, cfg, mA, mB, 3, D.ptr);
+      for (int x = 0; x < 64 * 64; ++x) wrong |= std::isnan(D.ptr[x]);
+    } catch (const simt::KernelError& e) {
+      wrong = std::string(e.what()).find("more arrivals") != std::string::npos;
+      INFO(e.what());
+    }
+    CHECK(wrong);
+  }
+  simt::set_schedule(simt::Schedule{});
 }
