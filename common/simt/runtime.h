@@ -114,9 +114,9 @@ int block_threads();
 void wait_until(bool (*ready)(void*), void* arg, const char* what,
                 const std::source_location& where);
 
-// ---- Extensions: per-block state of the Hopper emulations (common/simt/sm90.cpp)
-// ----------------- bar.arrive: counts the calling thread on barrier `id` (completing it when
-// `count` threads have arrived) without waiting.
+// ---- Hooks for the Hopper emulations (common/simt/sm90.cpp) -------------------------------------
+// bar.arrive: counts the calling thread on barrier `id` (completing it when `count` threads have
+// arrived) without waiting.
 void barrier_arrive(int id, int count, const char* what, const std::source_location& where);
 // State that lives as long as the running block (null until set). Its describe() is appended to
 // the block's deadlock report (e.g. each mbarrier's phase, pending arrivals and bytes).
