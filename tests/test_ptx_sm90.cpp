@@ -191,6 +191,24 @@ TEST_CASE("sm90: TMA tile loads: dense box, dimension 0 innermost, zero outside"
   check_tma(4, d4, b4, c4, simt::TmaSwizzle::none);
 }
 
+TEST_CASE("sm90: TMA element strides load every n-th row of the box", "[ptx][sm90]") {
+  DeviceBuf<uint16_t> g(16 * 12);
+  for (int x = 0; x < 16 * 12; ++x) g.ptr[x] = uint16_t(x + 1);
+  attn::TensorMapSpec s;
+  s.dtype = attn::TmaDtype::u16;
+  s.global = g.ptr, s.dims[0] = 16, s.dims[1] = 12, s.strides[1] = 32;
+  s.box[0] = 16, s.box[1] = 8, s.element_strides[1] = 3;  // ceil(8 / 3) = 3 rows: 1, 4, 7
+  const simt::TensorMap map = attn::encode_tensor_map_cpu(s);
+  DeviceBuf<unsigned char> before(96), after(96);
+  launch(tma_box, {dim3(1), dim3(1), 32768 + 64}, map, 2, 0, 1, 0, 0, 96u, before.ptr, after.ptr);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 16; ++c) {
+      uint16_t got;
+      std::memcpy(&got, after.ptr + 2 * (r * 16 + c), 2);
+      REQUIRE(got == g.ptr[(1 + 3 * r) * 16 + c]);
+    }
+}
+
 TEST_CASE("sm90: TMA swizzle 32B, 64B and 128B map each 16-byte chunk exactly", "[ptx][sm90]") {
   const uint64_t dims[] = {200, 40};
   for (auto sw : {simt::TmaSwizzle::b32, simt::TmaSwizzle::b64, simt::TmaSwizzle::b128}) {
