@@ -79,7 +79,10 @@ __global__ void mbarrier_misuse(int which) {
     attn::mbarrier_expect_tx(bar, 48);
     attn::mbarrier_wait_parity(bar, 0);
   }
-  if (which == 3) attn::mbarrier_arrive(bar + 1);  // never initialised
+  if (which == 3) {  // never initialised (a label alone does not initialise it)
+    attn::mbarrier_label(bar + 1, "empty");
+    attn::mbarrier_arrive(bar + 1);
+  }
 }
 }  // namespace
 
@@ -554,7 +557,8 @@ TEST_CASE("sm90: generic stores need fence.proxy.async before wgmma; wgmma needs
   CHECK_THROWS_WITH(launch(wgmma_fences, {dim3(1), dim3(128), (64 + 8) * 32}, 2, out.ptr),
                     Contains("no wgmma.fence"));
   CHECK_THROWS_WITH(launch(wgmma_fences, {dim3(1), dim3(128), (64 + 8) * 32}, 3, out.ptr),
-                    Contains("deadlock") && Contains("wgmma.mma_async"));
+                    Contains("deadlock") &&
+                        Contains("warpgroup 0: 96 of 128 threads arrived at wgmma.mma_async"));
 }
 
 // ---- setmaxnreg

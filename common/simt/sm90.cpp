@@ -116,6 +116,7 @@ struct Sm90Block final : detail::BlockExtension {
   std::string describe() const override {
     std::ostringstream os;
     for (const auto& [addr, b] : barriers) {
+      if (b.count == 0) continue;  // labelled, never initialised
       os << "\n  mbarrier " << (b.label.empty() ? "" : b.label + " ") << "at shared " << hex(addr)
          << " (initialised at " << loc(b.init_at) << ", count " << b.count << "): phase " << b.phase
          << " (parity " << (b.phase & 1) << ") waits for " << b.pending << " arrival(s) and "
@@ -124,6 +125,9 @@ struct Sm90Block final : detail::BlockExtension {
     }
     for (size_t w = 0; w < warpgroups.size(); ++w) {
       const WarpgroupSlot* g = warpgroups[w].get();
+      if (g && g->arrived > 0)
+        os << "\n  warpgroup " << w << ": " << g->arrived << " of 128 threads arrived at "
+           << g->kind << " (" << loc(g->where) << ")";
       if (g && !g->granted)
         os << "\n  register pool: " << pool_free << " of " << pool << " registers free; warpgroup "
            << w << " waits in setmaxnreg.inc for " << g->waiting_for << " more";
@@ -157,7 +161,7 @@ unsigned char* smem_at(uint32_t addr) {
 MBarrier& barrier_at(uint64_t* bar, const char* what, const where_t& where) {
   const uint32_t a = shared_address(bar, where);
   auto it = ext().barriers.find(a);
-  if (it == ext().barriers.end())
+  if (it == ext().barriers.end() || it->second.count == 0)
     fail_at(what, where, "mbarrier at shared " + hex(a) + " used before mbarrier.init");
   return it->second;
 }
