@@ -8,6 +8,17 @@
 
 #include "common/kernel.h"
 
+#if defined(__CUDACC__)
+#include <cuda.h>  // CUtensorMap (a type only: nothing links against the driver library)
+#endif
+#include <boost/preprocessor/arithmetic/add.hpp>
+#include <boost/preprocessor/arithmetic/inc.hpp>
+#include <boost/preprocessor/arithmetic/mul.hpp>
+#include <boost/preprocessor/control/if.hpp>
+#include <boost/preprocessor/punctuation/comma_if.hpp>
+#include <boost/preprocessor/repetition/repeat.hpp>
+#include <boost/preprocessor/stringize.hpp>
+
 namespace attn {
 
 // On the CPU backend every wrapper also takes the caller's source location (a defaulted last
@@ -145,6 +156,360 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     h = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
   }
   return static_cast<uint32_t>(l) | static_cast<uint32_t>(h) << 16;
+}
+
+// ================================ Hopper (sm_90a) ================================================
+// On the CPU backend each calls the emulation in common/simt/sm90.h. mbarriers are 8-byte objects
+// in dynamic shared memory; the tensor map of a TMA copy is a kernel parameter
+// (`const __grid_constant__ attn::TensorMap map`) encoded on the host by common/tensor_map.h.
+
+#if defined(__CUDACC__)
+using TensorMap = CUtensorMap;
+#else
+using TensorMap = simt::TensorMap;
+#endif
+
+// The 32-bit shared-window address of a pointer into shared memory (cvta.to.shared).
+__device__ __forceinline__ uint32_t smem_addr(const void* p ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+#elif defined(SIMT_BACKEND)
+  return simt::shared_address(p, where);
+#else
+  return 0;
+#endif
+}
+
+// ---- mbarrier: a phase completes when its pending arrivals and its transaction bytes both reach
+// zero; the phase parity then flips and the arrival count reloads. try_wait.parity P succeeds once
+// the phase of parity P has completed (so waiting on parity 1 of a fresh barrier returns at once).
+
+// mbarrier.init.shared::cta.b64 [bar], count
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t count ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
+               : "memory");
+#elif defined(SIMT_BACKEND)
+  simt::mbarrier_init(bar, count, where);
+#endif
+}
+
+// Names an mbarrier ("full[2]") in the CPU backend's reports; nothing on the GPU.
+__device__ __forceinline__ void mbarrier_label(uint64_t* bar, const char* label) {
+#if defined(SIMT_BACKEND)
+  simt::mbarrier_label(bar, label);
+#else
+  (void)bar;
+  (void)label;
+#endif
+}
+
+// mbarrier.arrive.shared::cta.b64 state, [bar]: one arrival; returns the phase's state token.
+__device__ __forceinline__ uint64_t mbarrier_arrive(uint64_t* bar ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  uint64_t state;
+  asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];\n"
+               : "=l"(state)
+               : "r"(smem_addr(bar))
+               : "memory");
+  return state;
+#elif defined(SIMT_BACKEND)
+  return simt::mbarrier_arrive(bar, where);
+#else
+  return 0;
+#endif
+}
+
+// mbarrier.arrive.expect_tx.shared::cta.b64 state, [bar], bytes: expect `bytes` more transaction
+// bytes in this phase (a TMA load's box), then arrive.
+__device__ __forceinline__ uint64_t mbarrier_arrive_expect_tx(uint64_t* bar,
+                                                              uint32_t bytes ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  uint64_t state;
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;\n"
+               : "=l"(state)
+               : "r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+  return state;
+#elif defined(SIMT_BACKEND)
+  return simt::mbarrier_arrive_expect_tx(bar, bytes, where);
+#else
+  return 0;
+#endif
+}
+
+// mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [bar], bytes (no arrival).
+__device__ __forceinline__ void mbarrier_expect_tx(uint64_t* bar, uint32_t bytes ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+#elif defined(SIMT_BACKEND)
+  simt::mbarrier_expect_tx(bar, bytes, where);
+#endif
+}
+
+// mbarrier.try_wait.parity.shared::cta.b64, looped until the phase of parity `parity` completed.
+__device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar,
+                                                     uint32_t parity ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+#elif defined(SIMT_BACKEND)
+  while (!simt::mbarrier_try_wait_parity(bar, parity, where)) {
+  }
+#endif
+}
+
+// cp.async.mbarrier.arrive.noinc.shared::cta.b64 [bar] (sm_80): this thread's cp.async copies
+// issued so far arrive on `bar` when they land. .noinc: the arrival counts against the count the
+// barrier was initialised with.
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t* bar ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar))
+               : "memory");
+#elif defined(SIMT_BACKEND)
+  simt::cp_async_mbarrier_arrive_noinc(bar, where);
+#endif
+}
+
+// ---- TMA: cp.async.bulk.tensor.{2,3,4}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// Copies the map's box at element coordinates (c0 innermost) into dst (128-byte aligned; 1024 for
+// the 128-byte swizzle), densely and swizzled as the map says; elements outside the tensor are
+// zero. The mbarrier's phase is credited with the box's bytes when the copy lands.
+#if defined(__CUDA_ARCH__)
+#define ATTN_TMA_ASM(rank, coords, ...)                                                         \
+  asm volatile("cp.async.bulk.tensor." #rank                                                    \
+               "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {" coords \
+               "}], [%2];\n" ::"r"(smem_addr(dst)),                                             \
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), __VA_ARGS__           \
+               : "memory")
+#endif
+__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, uint64_t* bar, int c0,
+                                            int c1 ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  ATTN_TMA_ASM(2, "%3, %4", "r"(c0), "r"(c1));
+#elif defined(SIMT_BACKEND)
+  const int32_t c[2] = {c0, c1};
+  simt::tma_load(dst, map, bar, c, 2, where);
+#endif
+}
+__device__ __forceinline__ void tma_load_3d(void* dst, const TensorMap* map, uint64_t* bar, int c0,
+                                            int c1, int c2 ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  ATTN_TMA_ASM(3, "%3, %4, %5", "r"(c0), "r"(c1), "r"(c2));
+#elif defined(SIMT_BACKEND)
+  const int32_t c[3] = {c0, c1, c2};
+  simt::tma_load(dst, map, bar, c, 3, where);
+#endif
+}
+__device__ __forceinline__ void tma_load_4d(void* dst, const TensorMap* map, uint64_t* bar, int c0,
+                                            int c1, int c2, int c3 ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  ATTN_TMA_ASM(4, "%3, %4, %5, %6", "r"(c0), "r"(c1), "r"(c2), "r"(c3));
+#elif defined(SIMT_BACKEND)
+  const int32_t c[4] = {c0, c1, c2, c3};
+  simt::tma_load(dst, map, bar, c, 4, where);
+#endif
+}
+
+// fence.proxy.async.shared::cta: ordinary (generic-proxy) stores to shared memory made before it
+// become visible to the async proxy (wgmma operands, TMA stores). Needed, followed by a barrier,
+// between writing a tile with st.shared and handing it to wgmma.
+__device__ __forceinline__ void fence_proxy_async_shared(ATTN_PTX_WHERE_ONLY) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#elif defined(SIMT_BACKEND)
+  simt::fence_proxy_async_shared(where);
+#endif
+}
+
+// ---- wgmma (warpgroup = 4 consecutive warps, 128 threads; every wrapper below is executed by all
+// of them). Shared-memory operands are described by a 64-bit matrix descriptor:
+//   bits 0-13 start address >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset >> 4,
+//   49-51 base offset (0 here), 62-63 swizzle: 0 none, 1 128B, 2 64B, 3 32B.
+// The layouts (PTX ISA, "Shared Memory Matrix Layout"), for 16-bit elements, T = 8 elements:
+//   K-major:  8 rows of 16 bytes (none) or of the swizzle span (32/64/128 B) per core block; SBO
+//             steps 8 rows; without swizzle LBO steps the second 8 elements of K.
+//   MN-major: 8 consecutive MN elements (16 B) per core row, rows step K; with swizzle a row is
+//             the span wide, LBO steps the next span of MN and SBO the next 8 of K; without
+//             swizzle SBO steps 8 of MN and LBO 8 of K.
+// Accumulator d[i] (f32) of thread id (w = id / 32, l = id % 32, g = l / 4, t = l % 4):
+//   row 16w + g + 8((i/2)%2), column 8(i/4) + 2t + i%2,   i = 0 .. N/2 - 1
+// A from registers: the mma.m16n8k16 A fragment of rows 16w .. 16w + 15.
+enum class WgmmaSwizzle : uint64_t { none = 0, b128 = 1, b64 = 2, b32 = 3 };
+
+__device__ __forceinline__ uint64_t make_wgmma_desc(const void* smem, uint32_t leading_bytes,
+                                                    uint32_t stride_bytes,
+                                                    WgmmaSwizzle swizzle ATTN_PTX_WHERE) {
+#if defined(SIMT_BACKEND)
+  const uint32_t a = smem_addr(smem, where);
+#else
+  const uint32_t a = smem_addr(smem);
+#endif
+  return uint64_t((a >> 4) & 0x3fff) | uint64_t((leading_bytes >> 4) & 0x3fff) << 16 |
+         uint64_t((stride_bytes >> 4) & 0x3fff) << 32 | static_cast<uint64_t>(swizzle) << 62;
+}
+
+// wgmma.fence.sync.aligned: before the first wgmma, and between register accesses (accumulators,
+// A fragments) and a wgmma that uses those registers.
+__device__ __forceinline__ void wgmma_fence(ATTN_PTX_WHERE_ONLY) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#elif defined(SIMT_BACKEND)
+  simt::wgmma_fence(where);
+#endif
+}
+// wgmma.commit_group.sync.aligned: closes this thread's wgmma operations into a group.
+__device__ __forceinline__ void wgmma_commit(ATTN_PTX_WHERE_ONLY) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#elif defined(SIMT_BACKEND)
+  simt::wgmma_commit_group(where);
+#endif
+}
+// wgmma.wait_group.sync.aligned N: at most N groups pending; retired accumulators are readable.
+template <int N>
+__device__ __forceinline__ void wgmma_wait(ATTN_PTX_WHERE_ONLY) {
+  static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes 0..7");
+#if defined(__CUDA_ARCH__)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#elif defined(SIMT_BACKEND)
+  simt::wgmma_wait_group(N, where);
+#endif
+}
+
+#if defined(__CUDA_ARCH__)
+// The asm of wgmma m64nNk16 for each N (8..256): the N/2 accumulators are operands %0..%(N/2-1).
+#define ATTN_WGMMA_D_STR(z, i, _) BOOST_PP_IF(i, ",", "") "%" BOOST_PP_STRINGIZE(i)
+#define ATTN_WGMMA_D_OPS(z, i, _) BOOST_PP_COMMA_IF(i) "+f"(d[i])
+#define ATTN_WGMMA_OP(nr, k) "%" BOOST_PP_STRINGIZE(BOOST_PP_ADD(nr, k))
+#define ATTN_WGMMA_SS_CASE(z, j, ty) \
+  ATTN_WGMMA_SS(BOOST_PP_MUL(8, BOOST_PP_INC(j)), BOOST_PP_MUL(4, BOOST_PP_INC(j)), ty)
+#define ATTN_WGMMA_SS(n, nr, ty) \
+  if constexpr (N == n)          \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, " ATTN_WGMMA_OP(nr, 2) ", 0;\n"             \
+                 " wgmma.mma_async.sync.aligned.m64n" BOOST_PP_STRINGIZE(n) "k16.f32." ty "." ty \
+                 " {" BOOST_PP_REPEAT(nr, ATTN_WGMMA_D_STR, _) "}, " ATTN_WGMMA_OP(nr, 0) ", "   \
+                 ATTN_WGMMA_OP(nr, 1) ", p, 1, 1, " ATTN_WGMMA_OP(nr, 3) ", "                    \
+                 ATTN_WGMMA_OP(nr, 4) ";\n}\n"                                                   \
+                 : BOOST_PP_REPEAT(nr, ATTN_WGMMA_D_OPS, _)                                      \
+                 : "l"(desc_a), "l"(desc_b), "r"(int(scale_d)), "n"(int(TransA)),               \
+                   "n"(int(TransB)));
+#define ATTN_WGMMA_RS_CASE(z, j, ty) \
+  ATTN_WGMMA_RS(BOOST_PP_MUL(8, BOOST_PP_INC(j)), BOOST_PP_MUL(4, BOOST_PP_INC(j)), ty)
+#define ATTN_WGMMA_RS(n, nr, ty) \
+  if constexpr (N == n)          \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, " ATTN_WGMMA_OP(nr, 5) ", 0;\n"             \
+                 " wgmma.mma_async.sync.aligned.m64n" BOOST_PP_STRINGIZE(n) "k16.f32." ty "." ty \
+                 " {" BOOST_PP_REPEAT(nr, ATTN_WGMMA_D_STR, _) "}, {" ATTN_WGMMA_OP(nr, 0) ", "  \
+                 ATTN_WGMMA_OP(nr, 1) ", " ATTN_WGMMA_OP(nr, 2) ", " ATTN_WGMMA_OP(nr, 3) "}, "  \
+                 ATTN_WGMMA_OP(nr, 4) ", p, 1, 1, " ATTN_WGMMA_OP(nr, 6) ";\n}\n"               \
+                 : BOOST_PP_REPEAT(nr, ATTN_WGMMA_D_OPS, _)                                      \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(scale_d)),  \
+                   "n"(int(TransB)));
+#endif
+
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}: D (64 x N, f32) = A (64 x 16, shared,
+// desc_a; TransA: MN-major) * B (16 x N, shared, desc_b; TransB = 0: K-major, i.e. stored N rows
+// of K, 1: MN-major) + (scale_d ? D : 0). Asynchronous: d holds no defined value until the
+// wgmma_wait that retires it (poison on the CPU backend).
+template <int N, typename T, bool TransA = false, bool TransB = false>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
+                                         bool scale_d ATTN_PTX_WHERE) {
+  static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 to 256");
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, __half>) {
+    BOOST_PP_REPEAT(32, ATTN_WGMMA_SS_CASE, "f16")
+  } else {
+    BOOST_PP_REPEAT(32, ATTN_WGMMA_SS_CASE, "bf16")
+  }
+#elif defined(SIMT_BACKEND)
+  simt::wgmma_mma_async(std::is_same_v<T, __half> ? simt::WgmmaType::f16 : simt::WgmmaType::bf16, N,
+                        d, desc_a, nullptr, desc_b, scale_d, 1, 1, TransA, TransB, where);
+#endif
+}
+
+// The same with A from registers (K-major only): a[0..3] is the mma.m16n8k16 A fragment of this
+// warp's 16 rows (16w .. 16w + 15).
+template <int N, typename T, bool TransB = false>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
+                                         bool scale_d ATTN_PTX_WHERE) {
+  static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 to 256");
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, __half>) {
+    BOOST_PP_REPEAT(32, ATTN_WGMMA_RS_CASE, "f16")
+  } else {
+    BOOST_PP_REPEAT(32, ATTN_WGMMA_RS_CASE, "bf16")
+  }
+#elif defined(SIMT_BACKEND)
+  simt::wgmma_mma_async(std::is_same_v<T, __half> ? simt::WgmmaType::f16 : simt::WgmmaType::bf16, N,
+                        d, 0, a, desc_b, scale_d, 1, 1, false, TransB, where);
+#endif
+}
+
+// setmaxnreg.{inc,dec}.sync.aligned.u32 R: the warpgroup's per-thread register budget becomes R
+// (24..256, a multiple of 8, the same in all four warps). .inc waits until the block's pool has
+// room; ptxas honours it only for kernels with a register cap at entry (__launch_bounds__(T, 1)).
+template <int R>
+__device__ __forceinline__ void setmaxnreg_inc(ATTN_PTX_WHERE_ONLY) {
+  static_assert(R >= 24 && R <= 256 && R % 8 == 0, "setmaxnreg: 24..256, a multiple of 8");
+#if defined(__CUDA_ARCH__)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+#elif defined(SIMT_BACKEND)
+  simt::setmaxnreg(true, R, where);
+#endif
+}
+template <int R>
+__device__ __forceinline__ void setmaxnreg_dec(ATTN_PTX_WHERE_ONLY) {
+  static_assert(R >= 24 && R <= 256 && R % 8 == 0, "setmaxnreg: 24..256, a multiple of 8");
+#if defined(__CUDA_ARCH__)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+#elif defined(SIMT_BACKEND)
+  simt::setmaxnreg(false, R, where);
+#endif
+}
+
+// elect.sync _|p, mask: true in exactly one lane of `mask` (the lowest), false in the others.
+__device__ __forceinline__ bool elect_one(uint32_t mask = 0xffffffffu ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  uint32_t pred;
+  asm volatile("{\n .reg .pred p;\n .reg .b32 l;\n elect.sync l|p, %1;\n selp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(pred)
+               : "r"(mask));
+  return pred != 0;
+#elif defined(SIMT_BACKEND)
+  bool leader = false;
+  simt::elect_sync(mask, &leader, where);
+  return leader;
+#else
+  return false;
+#endif
+}
+
+// bar.sync id, count: waits until `count` threads (whole warps) arrived at barrier id (1..15;
+// 0 is __syncthreads). bar.arrive id, count: arrives without waiting (a producer signalling
+// consumers that wait with bar.sync on the same id and count).
+__device__ __forceinline__ void named_barrier_sync(int id, int count ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+#elif defined(SIMT_BACKEND)
+  simt::named_barrier_sync(id, count, where);
+#endif
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int count ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+#elif defined(SIMT_BACKEND)
+  simt::named_barrier_arrive(id, count, where);
+#endif
 }
 
 }  // namespace attn

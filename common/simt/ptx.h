@@ -1,6 +1,7 @@
-// CPU emulations of the sm_80 PTX instructions the tensor-core steps use, following the PTX ISA
-// (see ../../shared/design/PTX_NOTES.md for the layouts in this project's notation). Kernels call
-// them through common/ptx.h, which uses the real instruction under nvcc.
+// CPU emulations of the sm_80 PTX instructions the tensor-core steps use, following NVIDIA's PTX
+// ISA (sections "Matrix Fragments for mma.m16n8k16 with floating point type", "ldmatrix" and
+// "cp.async"); common/ptx.h states each layout in this project's notation. Kernels call them
+// through common/ptx.h, which uses the real instruction under nvcc.
 //
 // Strictness beyond hardware: a cp.async copy lands in shared memory only when a wait_group
 // retires its group, and its destination reads as poison from the moment it is issued, so a

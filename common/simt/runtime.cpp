@@ -124,6 +124,7 @@ struct Block {
   std::vector<Pending> pending;
   uint3 idx{};
   int wake_min = 0;  // lowest thread made runnable since the greedy scheduler last looked
+  std::unique_ptr<BlockExtension> ext;  // Hopper emulation state (sm90.cpp), if the kernel uses it
 };
 
 thread_local Block* t_block = nullptr;
@@ -263,6 +264,7 @@ std::string deadlock_report(const Block& blk) {
     group.push_back(tid);
   }
   flush();
+  if (blk.ext) os << blk.ext->describe();
   return os.str();
 }
 
@@ -315,6 +317,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   for (Barrier& b : blk.barriers) b = Barrier{};
   blk.exited = 0;
   blk.idx = bidx;
+  blk.ext.reset();
   // Dynamic shared memory starts as poison (0xFF: NaN as fp16, bf16 and fp32; -1 as an integer).
   // At least 1 KiB of slack on either side, so that an instrumented kernel's access just outside
   // it is recognised as an out-of-bounds shared-memory access.
@@ -520,6 +523,41 @@ void wait_until(bool (*ready)(void*), void* arg, const char* what,
   t.what = what;
   t.where = where;
   suspend(t);
+}
+
+void barrier_arrive(int id, int count, const char* what, const std::source_location& where) {
+  Block& blk = *t_block;
+  if (id < 0 || id > 15)
+    fail(std::string(what) + ": barrier id " + std::to_string(id) + " not in 0..15");
+  if (count < 1 || count > blk.nthreads)
+    fail(std::string(what) + " at " + loc(where) + ": thread count " + std::to_string(count) +
+         " not in 1.." + std::to_string(blk.nthreads));
+  Barrier& b = blk.barriers[id];
+  if (b.arrived == 0) {
+    b.count = count;
+    b.what = what;
+    b.where = where;
+  } else if (b.count != count) {
+    fail(std::string(what) + " at " + loc(where) + ": barrier " + std::to_string(id) + " expects " +
+         std::to_string(count) + " threads here but " + std::to_string(b.count) + " at " +
+         loc(b.where));
+  }
+  if (++b.arrived < b.count) return;
+  for (int tid = 0; tid < blk.nthreads; ++tid) {
+    Thread& x = blk.threads[tid];
+    if (!x.done && x.wait == Wait::barrier && x.barrier_id == id) {
+      x.wait = Wait::none;
+      x.ready = true;
+    }
+  }
+  b.arrived = 0;
+}
+
+BlockExtension* block_extension() {
+  return t_block->ext.get();
+}
+void set_block_extension(BlockExtension* ext) {
+  t_block->ext.reset(ext);
 }
 
 unsigned char* dynamic_shared_memory() {

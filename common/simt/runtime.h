@@ -145,6 +145,18 @@ void check_not_pending(const void* p, size_t bytes, const char* what,
 [[noreturn]] void fail_no_unwind(const std::string& what);
 // "dir/file:line" as every report names a source line.
 std::string short_location(const char* file, unsigned line);
+// ---- Hooks for the Hopper emulations (common/simt/sm90.cpp) -------------------------------------
+// bar.arrive: counts the calling thread on barrier `id` (completing it when `count` threads have
+// arrived) without waiting.
+void barrier_arrive(int id, int count, const char* what, const std::source_location& where);
+// State that lives as long as the running block (null until set). Its describe() is appended to
+// the block's deadlock report (e.g. each mbarrier's phase, pending arrivals and bytes).
+struct BlockExtension {
+  virtual ~BlockExtension() = default;
+  virtual std::string describe() const = 0;
+};
+BlockExtension* block_extension();
+void set_block_extension(BlockExtension* ext);  // the block takes ownership
 
 }  // namespace detail
 }  // namespace simt

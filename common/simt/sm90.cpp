@@ -1,0 +1,718 @@
+// The sm_90a PTX emulations: mbarrier, TMA tile loads, wgmma, proxy fences, setmaxnreg,
+// elect.sync, named barriers. All state lives in a per-block extension (runtime.h), so that it
+// dies with the block and appears in the block's deadlock report.
+#include "common/simt/sm90.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/simt/runtime.h"
+
+namespace simt {
+
+namespace {
+
+inline constexpr char kElect[] = "elect.sync";
+inline constexpr char kWgmma[] = "wgmma.mma_async";
+inline constexpr char kSetmaxnreg[] = "setmaxnreg";
+
+std::atomic<int> g_entry_registers{0};
+
+std::string loc(const where_t& w) {
+  std::string file = w.file_name();
+  if (auto slash = file.rfind('/'); slash != std::string::npos) {
+    auto prev = file.rfind('/', slash - 1);
+    file = file.substr(prev == std::string::npos ? 0 : prev + 1);
+  }
+  return file + ":" + std::to_string(w.line());
+}
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+[[noreturn]] void fail_at(const char* what, const where_t& where, const std::string& why) {
+  fail(std::string(what) + " at " + loc(where) + ": " + why);
+}
+
+// Bytes that land in shared memory when an mbarrier phase completes: a TMA box (16-byte chunks at
+// their swizzled addresses; `async` = written by the async proxy) or cp.async copies.
+struct Landing {
+  std::vector<uint32_t> chunk_addr;  // shared address of each 16-byte chunk
+  std::vector<unsigned char> bytes;  // 16 per chunk
+  bool async;
+};
+
+struct MBarrier {
+  uint32_t count = 0;
+  uint32_t pending = 0;
+  int64_t tx = 0;      // transaction bytes expected in this phase
+  uint64_t phase = 0;  // completed phases
+  std::string label;
+  where_t init_at;
+  std::vector<Landing> inflight;
+  int64_t inflight_bytes = 0;  // transaction bytes the in-flight TMA copies will complete
+};
+
+struct WgmmaPending {
+  float* d;
+  int count;
+  std::vector<float> result;
+};
+
+// One warpgroup's rendezvous for its .sync.aligned collectives (wgmma, setmaxnreg).
+struct WarpgroupSlot {
+  const char* kind = nullptr;
+  where_t where;
+  int arrived = 0;
+  uint64_t generation = 0;
+  // wgmma inputs and outputs per thread of the warpgroup
+  WgmmaType type{};
+  int n = 0;
+  uint64_t desc_a = 0, desc_b = 0;
+  bool a_regs = false, scale_d = false, trans_a = false, trans_b = false;
+  int scale_a = 1, scale_b = 1;
+  uint32_t a[128][4];
+  float c[128][128];
+  float out[128][128];
+  // setmaxnreg
+  bool inc[128];
+  int regs_req[128];
+  int regs = 0;             // the warpgroup's current per-thread register count
+  int64_t waiting_for = 0;  // registers a pending .inc still needs from the pool
+  bool granted = true;
+};
+
+struct ThreadState {
+  bool wgmma_fenced = false;
+  std::vector<WgmmaPending> open;
+  std::deque<std::vector<WgmmaPending>> groups;
+  std::string wait_text;
+};
+
+struct Sm90Block final : detail::BlockExtension {
+  std::map<uint32_t, MBarrier> barriers;
+  std::vector<unsigned char> async_view;  // shared memory as the async proxy sees it
+  std::vector<std::unique_ptr<WarpgroupSlot>> warpgroups;
+  std::vector<ThreadState> threads;
+  int64_t pool = 0, pool_free = 0;
+  int entry_regs = 0;
+
+  std::string describe() const override {
+    std::ostringstream os;
+    for (const auto& [addr, b] : barriers) {
+      if (b.count == 0) continue;  // labelled, never initialised
+      os << "\n  mbarrier " << (b.label.empty() ? "" : b.label + " ") << "at shared " << hex(addr)
+         << " (initialised at " << loc(b.init_at) << ", count " << b.count << "): phase " << b.phase
+         << " (parity " << (b.phase & 1) << ") waits for " << b.pending << " arrival(s) and "
+         << (b.tx - b.inflight_bytes) << " transaction byte(s)";
+      if (b.inflight_bytes) os << "; " << b.inflight_bytes << " byte(s) of TMA in flight";
+    }
+    for (size_t w = 0; w < warpgroups.size(); ++w) {
+      const WarpgroupSlot* g = warpgroups[w].get();
+      if (g && g->arrived > 0)
+        os << "\n  warpgroup " << w << ": " << g->arrived << " of 128 threads arrived at "
+           << g->kind << " (" << loc(g->where) << ")";
+      if (g && !g->granted)
+        os << "\n  register pool: " << pool_free << " of " << pool << " registers free; warpgroup "
+           << w << " waits in setmaxnreg.inc for " << g->waiting_for << " more";
+    }
+    return os.str();
+  }
+};
+
+Sm90Block& ext() {
+  auto* e = dynamic_cast<Sm90Block*>(detail::block_extension());
+  if (e) return *e;
+  auto made = std::make_unique<Sm90Block>();
+  const int n = detail::block_threads();
+  // The async proxy has seen shared memory as the block started: all poison.
+  made->async_view.assign(detail::dynamic_shared_memory_bytes(), 0xFF);
+  made->threads.resize(n);
+  made->warpgroups.resize((n + 127) / 128);
+  const int entry = g_entry_registers.load();
+  made->entry_regs = entry > 0 ? entry : std::min(255, 65536 / n / 8 * 8);
+  made->pool = int64_t(made->entry_regs) * n;
+  made->pool_free = 0;
+  e = made.get();
+  detail::set_block_extension(made.release());
+  return *e;
+}
+
+unsigned char* smem_at(uint32_t addr) {
+  return detail::dynamic_shared_memory() + addr;
+}
+
+MBarrier& barrier_at(uint64_t* bar, const char* what, const where_t& where) {
+  const uint32_t a = shared_address(bar, where);
+  auto it = ext().barriers.find(a);
+  if (it == ext().barriers.end() || it->second.count == 0)
+    fail_at(what, where, "mbarrier at shared " + hex(a) + " used before mbarrier.init");
+  return it->second;
+}
+
+std::string name_of(const MBarrier& b, uint64_t* bar) {
+  return "mbarrier " + (b.label.empty() ? std::string() : b.label + " ") + "at shared " +
+         hex(reinterpret_cast<unsigned char*>(bar) - detail::dynamic_shared_memory());
+}
+
+void land(const Landing& l) {
+  Sm90Block& e = ext();
+  for (size_t c = 0; c < l.chunk_addr.size(); ++c) {
+    std::memcpy(smem_at(l.chunk_addr[c]), &l.bytes[16 * c], 16);
+    if (l.async) std::memcpy(&e.async_view[l.chunk_addr[c]], &l.bytes[16 * c], 16);
+  }
+}
+
+bool phase_ready(const MBarrier& b) {
+  return b.pending == 0 && b.inflight_bytes == b.tx;
+}
+
+// Completes the phase: the in-flight copies land, the phase advances (flipping the parity) and the
+// pending count reloads.
+void complete_phase(MBarrier& b) {
+  for (const Landing& l : b.inflight) land(l);
+  b.inflight.clear();
+  b.inflight_bytes = 0;
+  b.tx = 0;
+  ++b.phase;
+  b.pending = b.count;
+}
+
+// Called after every change to a phase's counts. A phase whose arrivals and transaction bytes are
+// all in completes at once when nothing is in flight; with copies in flight it completes as late
+// as the PTX ISA allows: when a thread waits on it or the barrier is used again (so a read that
+// does not wait for the copy sees poison).
+void advance(MBarrier& b, uint64_t* bar, const char* what, const where_t& where) {
+  if (b.pending != 0) return;
+  if (b.inflight_bytes > b.tx)
+    fail_at(what, where,
+            name_of(b, bar) + ": transaction count underflow: TMA completed " +
+                std::to_string(b.inflight_bytes) + " bytes but the phase expects only " +
+                std::to_string(b.tx) + " (phase " + std::to_string(b.phase) + ")");
+  if (phase_ready(b) && b.inflight.empty()) complete_phase(b);
+}
+
+// Before a barrier is used again, a phase that only waited for its copies to land completes.
+MBarrier& settled(MBarrier& b) {
+  if (phase_ready(b)) complete_phase(b);
+  return b;
+}
+
+constexpr int64_t kTxLimit = (1 << 20) - 1;  // the PTX ISA's tx-count range
+
+uint64_t arrive(uint64_t* bar, uint32_t tx, const char* what, const where_t& where) {
+  MBarrier& b = settled(barrier_at(bar, what, where));
+  if (b.pending == 0)
+    fail_at(what, where,
+            name_of(b, bar) + ": more arrivals than expected: phase " + std::to_string(b.phase) +
+                " already has all " + std::to_string(b.count) + " arrivals and waits for " +
+                std::to_string(b.tx - b.inflight_bytes) + " transaction bytes");
+  b.tx += tx;
+  if (b.tx > kTxLimit)
+    fail_at(what, where,
+            name_of(b, bar) + ": tx-count " + std::to_string(b.tx) + " exceeds 2^20-1");
+  const uint64_t state = b.phase;
+  --b.pending;
+  advance(b, bar, what, where);
+  return state;
+}
+
+}  // namespace
+
+uint32_t shared_address(const void* p, const where_t& where) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  const unsigned char* base = detail::dynamic_shared_memory();
+  if (c < base || c >= base + detail::dynamic_shared_memory_bytes())
+    fail_at("shared address", where,
+            "pointer is not inside the block's dynamic shared memory (" +
+                std::to_string(detail::dynamic_shared_memory_bytes()) + " bytes)");
+  return static_cast<uint32_t>(c - base);
+}
+
+// ---- mbarrier
+// ------------------------------------------------------------------------------------
+
+void mbarrier_init(uint64_t* bar, uint32_t count, const where_t& where) {
+  detail::check_shared(bar, 8, 8, "mbarrier.init", where);
+  if (count < 1 || count > kTxLimit)
+    fail_at("mbarrier.init", where, "count " + std::to_string(count) + " not in 1..2^20-1");
+  MBarrier& b = ext().barriers[shared_address(bar, where)];
+  std::string label = std::move(b.label);
+  b = MBarrier{};
+  b.label = std::move(label);
+  b.count = b.pending = count;
+  b.init_at = where;
+}
+
+void mbarrier_label(uint64_t* bar, const char* label) {
+  ext().barriers[shared_address(bar, where_t::current())].label = label;
+}
+
+uint64_t mbarrier_arrive(uint64_t* bar, const where_t& where) {
+  return arrive(bar, 0, "mbarrier.arrive", where);
+}
+
+uint64_t mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes, const where_t& where) {
+  return arrive(bar, bytes, "mbarrier.arrive.expect_tx", where);
+}
+
+void mbarrier_expect_tx(uint64_t* bar, uint32_t bytes, const where_t& where) {
+  MBarrier& b = settled(barrier_at(bar, "mbarrier.expect_tx", where));
+  b.tx += bytes;
+  if (b.tx > kTxLimit)
+    fail_at("mbarrier.expect_tx", where,
+            name_of(b, bar) + ": tx-count " + std::to_string(b.tx) + " exceeds 2^20-1");
+}
+
+namespace {
+struct ParityWait {
+  MBarrier* b;
+  uint32_t parity;
+};
+// The phase of parity P has completed when the current phase has the other parity. A waiter on the
+// current phase lets a phase that only waits for its in-flight copies complete.
+bool parity_done(void* p) {
+  auto* w = static_cast<ParityWait*>(p);
+  if ((w->b->phase & 1) == w->parity && phase_ready(*w->b)) complete_phase(*w->b);
+  return (w->b->phase & 1) != w->parity;
+}
+}  // namespace
+
+bool mbarrier_try_wait_parity(uint64_t* bar, uint32_t parity, const where_t& where) {
+  MBarrier& b = barrier_at(bar, "mbarrier.try_wait.parity", where);
+  if (parity > 1) fail_at("mbarrier.try_wait.parity", where, "parity must be 0 or 1");
+  ParityWait w{&b, parity};
+  ThreadState& t = ext().threads[detail::current().tid];
+  t.wait_text = "mbarrier.try_wait.parity " + std::to_string(parity) + " on " + name_of(b, bar);
+  detail::wait_until(parity_done, &w, t.wait_text.c_str(), where);
+  return true;
+}
+
+void cp_async_mbarrier_arrive_noinc(uint64_t* bar, const where_t& where) {
+  const char* what = "cp.async.mbarrier.arrive.noinc";
+  MBarrier& b = settled(barrier_at(bar, what, where));
+  auto& async = detail::current().async;
+  Landing l{{}, {}, false};
+  auto take = [&](const std::vector<detail::PendingCopy>& copies) {
+    for (const detail::PendingCopy& c : copies) {
+      l.chunk_addr.push_back(shared_address(c.dst, where));
+      const size_t at = l.bytes.size();
+      l.bytes.resize(at + 16, 0);  // bytes past the source size are the zero fill
+      std::memcpy(&l.bytes[at], c.data, c.bytes);
+    }
+  };
+  // The copies now land with the barrier's phase, not at a later cp.async.wait_group.
+  for (auto& g : async.groups) take(g), g.clear();
+  take(async.open);
+  async.open.clear();
+  if (b.pending == 0)
+    fail_at(what, where,
+            name_of(b, bar) + ": more arrivals than expected in phase " + std::to_string(b.phase));
+  b.inflight.push_back(std::move(l));
+  --b.pending;
+  advance(b, bar, what, where);
+}
+
+// ---- TMA
+// -----------------------------------------------------------------------------------------
+
+void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coords, int rank,
+              const where_t& where) {
+  const char* what = "cp.async.bulk.tensor";
+  if (map == nullptr || map->rank == 0) fail_at(what, where, "tensor map not encoded");
+  if (static_cast<uint32_t>(rank) != map->rank)
+    fail_at(what, where,
+            std::to_string(rank) + "d copy with a rank-" + std::to_string(map->rank) + " map");
+  if (reinterpret_cast<uintptr_t>(dst) % 128 != 0 || shared_address(dst, where) % 128 != 0)
+    fail_at(what, where, "shared destination not 128-byte aligned");
+  MBarrier& b = settled(barrier_at(bar, what, where));
+  const uint32_t es = map->element_bytes;
+  uint64_t n[5] = {1, 1, 1, 1, 1};
+  for (int i = 0; i < rank; ++i) {
+    const uint32_t stride = i == 0 ? 1 : map->element_strides[i];
+    n[i] = (map->box[i] + stride - 1) / stride;
+  }
+  const uint64_t bytes = n[0] * n[1] * n[2] * n[3] * n[4] * es;
+  const uint32_t span =
+      map->swizzle == TmaSwizzle::none ? 0 : 16u << static_cast<int>(map->swizzle);
+  if (span && n[0] * es != span)
+    fail_at(what, where,
+            "not modelled: a swizzled box whose inner extent (" + std::to_string(n[0] * es) +
+                " bytes) is not the swizzle span (" + std::to_string(span) + " bytes)");
+  const uint32_t base = shared_address(dst, where);
+  detail::check_shared(dst, bytes, 128, what, where);
+  // The dense box, dimension 0 innermost; an element outside the tensor reads as zero.
+  Landing l{{}, std::vector<unsigned char>(bytes, 0), true};
+  uint64_t idx[5] = {};
+  for (uint64_t e = 0; e < bytes / es; ++e) {
+    uint64_t rest = e;
+    bool inside = true;
+    const unsigned char* src = map->global;
+    for (int i = 0; i < rank; ++i) {
+      idx[i] = rest % n[i];
+      rest /= n[i];
+      const int64_t x =
+          int64_t(coords[i]) + int64_t(idx[i]) * (i == 0 ? 1 : map->element_strides[i]);
+      if (x < 0 || x >= int64_t(map->dims[i]))
+        inside = false;
+      else
+        src += uint64_t(x) * map->strides[i];
+    }
+    if (inside) std::memcpy(&l.bytes[e * es], src, es);
+  }
+  for (uint64_t c = 0; c < bytes / 16; ++c)
+    l.chunk_addr.push_back(swizzle_address(base + uint32_t(16 * c), map->swizzle));
+  // Poison the destination now (in both proxies' views): it reads as NaN until the copy lands.
+  Sm90Block& e = ext();
+  for (uint32_t a : l.chunk_addr) {
+    std::memset(smem_at(a), 0xFF, 16);
+    std::memset(&e.async_view[a], 0xFF, 16);
+  }
+  b.inflight.push_back(std::move(l));
+  b.inflight_bytes += static_cast<int64_t>(bytes);
+  advance(b, bar, what, where);
+}
+
+// ---- Proxy fence
+// ---------------------------------------------------------------------------------
+
+void fence_proxy_async_shared(const where_t&) {
+  // All generic writes so far become visible to the async proxy. (On hardware the fence orders the
+  // executing thread's writes; a barrier then orders the other threads' fences before the read.)
+  Sm90Block& e = ext();
+  std::memcpy(e.async_view.data(), detail::dynamic_shared_memory(), e.async_view.size());
+}
+
+// ---- Warpgroup rendezvous
+// ------------------------------------------------------------------------
+
+namespace {
+
+struct GenerationWait {
+  const WarpgroupSlot* g;
+  uint64_t generation;
+};
+bool generation_passed(void* p) {
+  const auto* w = static_cast<const GenerationWait*>(p);
+  return w->g->generation != w->generation;
+}
+
+WarpgroupSlot& warpgroup(const char* what, const where_t& where) {
+  const int tid = detail::current().tid, wg = tid / 128;
+  if ((wg + 1) * 128 > detail::block_threads())
+    fail_at(what, where,
+            "thread " + std::to_string(tid) + " is not in a whole warpgroup (the block has " +
+                std::to_string(detail::block_threads()) + " threads)");
+  Sm90Block& e = ext();
+  if (!e.warpgroups[wg]) {
+    e.warpgroups[wg] = std::make_unique<WarpgroupSlot>();
+    e.warpgroups[wg]->regs = e.entry_regs;
+  }
+  return *e.warpgroups[wg];
+}
+
+// Arrives at the warpgroup's collective `kind`; the last of its 128 threads runs `complete`.
+template <typename F>
+void rendezvous(WarpgroupSlot& g, const char* kind, const where_t& where, F&& complete) {
+  if (g.arrived > 0 && g.kind != kind)
+    fail_at(kind, where,
+            std::string("warpgroup threads at different .aligned instructions: others wait in ") +
+                g.kind + " at " + loc(g.where));
+  if (g.arrived == 0) g.kind = kind, g.where = where;
+  if (++g.arrived == 128) {
+    g.arrived = 0;
+    complete();
+    ++g.generation;
+    return;
+  }
+  GenerationWait w{&g, g.generation};
+  detail::wait_until(generation_passed, &w, kind, where);
+}
+
+float element(uint32_t addr, WgmmaType t, const char* which, const where_t& where) {
+  const Sm90Block& e = ext();
+  if (addr + 2 > e.async_view.size())
+    fail_at(kWgmma, where,
+            std::string("matrix ") + which + " reads shared address " + hex(addr) +
+                " outside the block's shared memory");
+  const unsigned char* p = smem_at(addr);
+  if (std::memcmp(p, &e.async_view[addr], 2) != 0)
+    fail_at(kWgmma, where,
+            std::string("matrix ") + which + " at shared " + hex(addr) +
+                " was written by generic-proxy stores after the last "
+                "fence.proxy.async.shared::cta (fence, then a barrier, before wgmma reads it)");
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  if (t == WgmmaType::f16) {
+    __half_raw r;
+    r.x = bits;
+    return __half2float(__half(r));
+  }
+  __nv_bfloat16_raw r;
+  r.x = bits;
+  return __bfloat162float(__nv_bfloat16(r));
+}
+
+float reg_half(const uint32_t* regs, int i, WgmmaType t) {
+  const uint16_t bits = static_cast<uint16_t>(regs[i / 2] >> (16 * (i % 2)));
+  if (t == WgmmaType::f16) {
+    __half_raw r;
+    r.x = bits;
+    return __half2float(__half(r));
+  }
+  __nv_bfloat16_raw r;
+  r.x = bits;
+  return __bfloat162float(__nv_bfloat16(r));
+}
+
+}  // namespace
+
+// The shared address of element (row, k) of a 16-bit matrix a wgmma descriptor describes (row is
+// m for A, n for B), in the canonical layouts of the PTX ISA ("Shared Memory Matrix Layout"),
+// with T = 8 elements (16 bytes) and W the swizzle span in 16-byte units (1 without swizzle):
+//   K-major,  none:      ((8,m),(T,2k)) : ((16 B, SBO), (2 B, LBO))
+//   K-major,  swizzled:  ((8,m),(T,2k)) : ((16W B, SBO), (2 B, 16 B))
+//   MN-major, none:      ((T,1,m),(8,k)) : ((2 B, -, SBO), (16 B, LBO))
+//   MN-major, swizzled:  ((T,W,m),(8,k)) : ((2 B, 16 B, LBO), (16W B, SBO))
+// then the swizzle of the mode on the resulting byte address.
+uint32_t wgmma_element_address(uint64_t desc, bool mn_major, int row, int k) {
+  const uint32_t start = uint32_t(desc & 0x3fff) << 4;
+  const uint32_t lbo = uint32_t((desc >> 16) & 0x3fff) << 4;
+  const uint32_t sbo = uint32_t((desc >> 32) & 0x3fff) << 4;
+  const uint32_t mode = uint32_t(desc >> 62);
+  static constexpr TmaSwizzle kSwizzle[4] = {TmaSwizzle::none, TmaSwizzle::b128, TmaSwizzle::b64,
+                                             TmaSwizzle::b32};
+  const TmaSwizzle sw = kSwizzle[mode];
+  const uint32_t W = sw == TmaSwizzle::none ? 1 : 1u << static_cast<int>(sw);
+  uint32_t off;
+  if (!mn_major) {
+    const uint32_t r0 = row % 8, r1 = row / 8, k0 = k % 8, k1 = k / 8;
+    off = sw == TmaSwizzle::none ? r0 * 16 + r1 * sbo + k0 * 2 + k1 * lbo
+                                 : r0 * 16 * W + r1 * sbo + k0 * 2 + k1 * 16;
+  } else {
+    const uint32_t r0 = row % 8, r1 = (row / 8) % W, r2 = row / (8 * W), k0 = k % 8, k1 = k / 8;
+    off = sw == TmaSwizzle::none ? r0 * 2 + r2 * sbo + k0 * 16 + k1 * lbo
+                                 : r0 * 2 + r1 * 16 + r2 * lbo + k0 * 16 * W + k1 * sbo;
+  }
+  return swizzle_address(start + off, sw);
+}
+
+void wgmma_fence(const where_t&) {
+  ext().threads[detail::current().tid].wgmma_fenced = true;
+}
+
+void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uint32_t* a_regs,
+                     uint64_t desc_b, bool scale_d, int scale_a, int scale_b, bool trans_a,
+                     bool trans_b, const where_t& where) {
+  if (n < 8 || n > 256 || n % 8 != 0)
+    fail_at(kWgmma, where, "N = " + std::to_string(n) + " is not a multiple of 8 in 8..256");
+  if (a_regs && trans_a) fail_at(kWgmma, where, "A from registers must be K-major");
+  if ((scale_a != 1 && scale_a != -1) || (scale_b != 1 && scale_b != -1))
+    fail_at(kWgmma, where, "imm-scale-a/b must be 1 or -1");
+  for (uint64_t desc : {desc_a, desc_b})
+    if (((desc >> 49) & 7) != 0 && !(a_regs && desc == desc_a))
+      fail_at(kWgmma, where, "not modelled: a descriptor with a non-zero base offset");
+  Sm90Block& e = ext();
+  const int tid = detail::current().tid;
+  ThreadState& ts = e.threads[tid];
+  // Chaining on an accumulator still in flight (same shape) needs no fence; the input is the
+  // pending result. Anything else needs wgmma.fence since this thread's last wait_group.
+  const WgmmaPending* chained = nullptr;
+  for (const WgmmaPending& p : ts.open)
+    if (p.d == d) chained = &p;
+  if (!chained)
+    for (const auto& g : ts.groups)
+      for (const WgmmaPending& p : g)
+        if (p.d == d) chained = &p;
+  if (chained && chained->count != n / 2)
+    fail_at(kWgmma, where, "accumulator chained from a wgmma of a different shape");
+  if (!chained && !ts.wgmma_fenced)
+    fail_at(kWgmma, where,
+            "no wgmma.fence before this wgmma.mma_async (needed before the first one and after "
+            "the registers were accessed)");
+  WarpgroupSlot& g = warpgroup(kWgmma, where);
+  const int me = tid % 128;
+  if (g.arrived == 0) {
+    g.type = type, g.n = n, g.desc_a = desc_a, g.desc_b = desc_b, g.a_regs = a_regs != nullptr;
+    g.scale_d = scale_d, g.trans_a = trans_a, g.trans_b = trans_b;
+    g.scale_a = scale_a, g.scale_b = scale_b;
+  } else if (g.kind == kWgmma &&
+             (g.type != type || g.n != n || g.desc_a != desc_a || g.desc_b != desc_b ||
+              g.a_regs != (a_regs != nullptr) || g.scale_d != scale_d || g.trans_a != trans_a ||
+              g.trans_b != trans_b || g.scale_a != scale_a || g.scale_b != scale_b)) {
+    fail_at(kWgmma, where,
+            "the threads of the warpgroup disagree on the shape, type, descriptors or immediates "
+            "(first thread's at " +
+                loc(g.where) + ")");
+  }
+  if (a_regs) std::memcpy(g.a[me], a_regs, sizeof g.a[me]);
+  std::memcpy(g.c[me], chained ? chained->result.data() : d, sizeof(float) * (n / 2));
+  rendezvous(g, kWgmma, where, [&] {
+    float A[64][16], B[256][16];
+    for (int m = 0; m < 64; ++m)
+      for (int k = 0; k < 16; ++k)
+        if (!g.a_regs)
+          A[m][k] = element(wgmma_element_address(g.desc_a, g.trans_a, m, k), g.type, "A", where);
+    if (g.a_regs)
+      for (int t = 0; t < 128; ++t) {
+        const int w = t / 32, l = t % 32, gg = l / 4, tt = l % 4;
+        for (int i = 0; i < 8; ++i)
+          A[16 * w + gg + 8 * ((i / 2) % 2)][2 * tt + i % 2 + 8 * (i / 4)] =
+              reg_half(g.a[t], i, g.type);
+      }
+    for (int nn = 0; nn < g.n; ++nn)
+      for (int k = 0; k < 16; ++k)
+        B[nn][k] = element(wgmma_element_address(g.desc_b, g.trans_b, nn, k), g.type, "B", where);
+    for (int t = 0; t < 128; ++t) {
+      const int w = t / 32, l = t % 32, gg = l / 4, tt = l % 4;
+      for (int i = 0; i < g.n / 2; ++i) {
+        const int m = 16 * w + gg + 8 * ((i / 2) % 2), nn = 8 * (i / 4) + 2 * tt + i % 2;
+        float acc = g.scale_d ? g.c[t][i] : 0.0f;
+        for (int k = 0; k < 16; ++k)
+          acc += float(g.scale_a) * A[m][k] * float(g.scale_b) * B[nn][k];
+        g.out[t][i] = acc;
+      }
+    }
+  });
+  WgmmaPending p{d, n / 2, std::vector<float>(g.out[me], g.out[me] + n / 2)};
+  ts.open.push_back(std::move(p));
+  for (int i = 0; i < n / 2; ++i) d[i] = std::nanf("");  // undefined until the wait: poison
+}
+
+void wgmma_commit_group(const where_t&) {
+  ThreadState& ts = ext().threads[detail::current().tid];
+  ts.groups.push_back(std::move(ts.open));
+  ts.open.clear();
+}
+
+void wgmma_wait_group(int n, const where_t& where) {
+  if (n < 0 || n > 7) fail_at("wgmma.wait_group", where, "N must be in 0..7");
+  ThreadState& ts = ext().threads[detail::current().tid];
+  while (static_cast<int>(ts.groups.size()) > n) {
+    for (const WgmmaPending& p : ts.groups.front()) {
+      bool newer = false;  // a later wgmma still in flight owns these registers now
+      for (size_t gi = 1; gi < ts.groups.size(); ++gi)
+        for (const WgmmaPending& q : ts.groups[gi]) newer |= q.d == p.d;
+      for (const WgmmaPending& q : ts.open) newer |= q.d == p.d;
+      if (!newer) std::memcpy(p.d, p.result.data(), sizeof(float) * p.count);
+    }
+    ts.groups.pop_front();
+  }
+  ts.wgmma_fenced = false;
+}
+
+// ---- elect.sync, named barriers
+// ------------------------------------------------------------------
+
+namespace {
+void elect_compute(const detail::CollectiveView& v) {
+  const uint32_t leader = static_cast<uint32_t>(std::countr_zero(v.arrived));
+  for (int lane = 0; lane < 32; ++lane)
+    if (v.arrived >> lane & 1u) std::memcpy(v.lanes[lane].out, &leader, sizeof leader);
+}
+}  // namespace
+
+uint32_t elect_sync(uint32_t mask, bool* is_leader, const where_t& where) {
+  uint32_t leader = 0;
+  detail::warp_collective(mask, kElect, nullptr, 0, &leader, sizeof leader, elect_compute, where);
+  *is_leader = leader == static_cast<uint32_t>(detail::current().lane);
+  return leader;
+}
+
+namespace {
+void check_named(int id, int count, const char* what, const where_t& where) {
+  if (id < 0 || id > 15) fail_at(what, where, "barrier id " + std::to_string(id) + " not in 0..15");
+  if (count <= 0 || count % 32 != 0)
+    fail_at(what, where,
+            "thread count " + std::to_string(count) + " is not a positive multiple of 32");
+}
+}  // namespace
+
+void named_barrier_sync(int id, int count, const where_t& where) {
+  check_named(id, count, "bar.sync", where);
+  detail::barrier_sync(id, count, "bar.sync", where);
+}
+
+void named_barrier_arrive(int id, int count, const where_t& where) {
+  check_named(id, count, "bar.arrive", where);
+  detail::barrier_arrive(id, count, "bar.arrive", where);
+}
+
+// ---- setmaxnreg
+// ----------------------------------------------------------------------------------
+
+namespace {
+struct Grant {
+  WarpgroupSlot* g;
+  Sm90Block* e;
+};
+bool granted(void* p) {
+  auto* x = static_cast<Grant*>(p);
+  if (!x->g->granted && x->e->pool_free >= x->g->waiting_for) {
+    x->e->pool_free -= x->g->waiting_for;
+    x->g->waiting_for = 0;
+    x->g->granted = true;
+  }
+  return x->g->granted;
+}
+}  // namespace
+
+void setmaxnreg(bool inc, int regs, const where_t& where) {
+  const char* what = inc ? "setmaxnreg.inc" : "setmaxnreg.dec";
+  if (regs < 24 || regs > 256 || regs % 8 != 0)
+    fail_at(what, where,
+            "register count " + std::to_string(regs) + " is not a multiple of 8 in 24..256");
+  WarpgroupSlot& g = warpgroup(kSetmaxnreg, where);
+  const int me = detail::current().tid % 128;
+  g.inc[me] = inc;
+  g.regs_req[me] = regs;
+  Sm90Block& e = ext();
+  rendezvous(g, kSetmaxnreg, where, [&] {
+    for (int t = 1; t < 128; ++t)
+      if (g.inc[t] != g.inc[0] || g.regs_req[t] != g.regs_req[0])
+        fail_at(what, where,
+                "not warpgroup-uniform: thread " + std::to_string(t) + " asks " +
+                    (g.inc[t] ? ".inc " : ".dec ") + std::to_string(g.regs_req[t]) + ", thread 0 " +
+                    (g.inc[0] ? ".inc " : ".dec ") + std::to_string(g.regs_req[0]));
+    const int want = g.regs_req[0];
+    if (g.inc[0] && want < g.regs)
+      fail_at(what, where,
+              "asks " + std::to_string(want) + " registers, below the current " +
+                  std::to_string(g.regs));
+    if (!g.inc[0] && want > g.regs)
+      fail_at(what, where,
+              "asks " + std::to_string(want) + " registers, above the current " +
+                  std::to_string(g.regs));
+    if (g.inc[0]) {
+      g.waiting_for = int64_t(want - g.regs) * 128;
+      g.granted = false;
+    } else {
+      e.pool_free += int64_t(g.regs - want) * 128;
+    }
+    g.regs = want;
+  });
+  Grant x{&g, &e};
+  detail::wait_until(granted, &x, what, where);
+}
+
+void set_entry_registers(int regs) {
+  g_entry_registers = regs;
+}
+
+}  // namespace simt

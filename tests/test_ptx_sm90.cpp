@@ -1,0 +1,780 @@
+// The Hopper PTX wrappers (common/ptx.h) on the CPU backend, each against the definition of its
+// instruction in the PTX ISA on small exact cases, and the bugs each check exists for, planted in
+// test kernels (never in the steps): a wrong parity, a missing wait, a missing fence, an
+// over-subscribed register pool. tests/test_ptx_oracle.cpp checks the layouts against CuTe.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/arch.h"
+#include "common/ptx.h"
+#include "common/simt/memory.h"
+#include "common/tensor_map.h"
+#include "tests/simt_buffer.h"
+
+using attn::launch;
+using attn_test::bits16;
+using attn_test::DeviceBuf;
+using Catch::Contains;
+
+namespace {
+
+uint64_t* bar_at(int offset) {
+  return reinterpret_cast<uint64_t*>(attn::shared_memory<unsigned char>() + offset);
+}
+
+// ---- mbarrier -----------------------------------------------------------------------------------
+
+// 64 threads, 3 phases: each thread writes its slot, arrives, waits on the phase's parity, then
+// reads every slot. Records the arrive tokens and the sums.
+__global__ void mbarrier_phases(uint64_t* tokens, int* sums) {
+  int* slots = attn::shared_memory<int>() + 16;
+  uint64_t* bar = bar_at(0);
+  if (threadIdx.x == 0) attn::mbarrier_init(bar, 64);
+  __syncthreads();
+  for (int phase = 0; phase < 3; ++phase) {
+    slots[phase * 64 + threadIdx.x] = phase * 1000 + int(threadIdx.x);
+    tokens[threadIdx.x * 3 + phase] = attn::mbarrier_arrive(bar);
+    attn::mbarrier_wait_parity(bar, phase & 1);
+    int s = 0;
+    for (int t = 0; t < 64; ++t) s += slots[phase * 64 + t];
+    sums[threadIdx.x * 3 + phase] = s;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("sm90: mbarrier phases complete on the last arrival and flip the parity", "[ptx][sm90]") {
+  DeviceBuf<uint64_t> tokens(64 * 3);
+  DeviceBuf<int> sums(64 * 3);
+  for (const char* sched : {"forward", "reverse", "random:7"}) {
+    simt::set_schedule(simt::parse_schedule(sched));
+    launch(mbarrier_phases, {dim3(1), dim3(64), 16 * 4 + 3 * 64 * 4}, tokens.ptr, sums.ptr);
+    for (int t = 0; t < 64; ++t)
+      for (int phase = 0; phase < 3; ++phase) {
+        INFO(sched << " thread " << t << " phase " << phase);
+        CHECK(tokens.ptr[t * 3 + phase] == uint64_t(phase));
+        CHECK(sums.ptr[t * 3 + phase] == phase * 1000 * 64 + 63 * 64 / 2);
+      }
+  }
+  simt::set_schedule(simt::Schedule{});
+}
+
+namespace {
+__global__ void mbarrier_misuse(int which) {
+  uint64_t* bar = bar_at(0);
+  attn::mbarrier_init(bar, 1);
+  if (which == 0) {  // a fresh barrier: parity 1 (the phase "before" phase 0) counts as complete
+    attn::mbarrier_wait_parity(bar, 1);
+    return;
+  }
+  if (which == 1) {  // more arrivals than the phase expects
+    attn::mbarrier_arrive_expect_tx(bar, 64);
+    attn::mbarrier_arrive(bar);
+  }
+  if (which == 2) {  // waits for a phase that cannot complete: one arrival short
+    attn::mbarrier_label(bar, "full[0]");
+    attn::mbarrier_expect_tx(bar, 48);
+    attn::mbarrier_wait_parity(bar, 0);
+  }
+  if (which == 3) {  // never initialised (a label alone does not initialise it)
+    attn::mbarrier_label(bar + 1, "empty");
+    attn::mbarrier_arrive(bar + 1);
+  }
+}
+}  // namespace
+
+TEST_CASE("sm90: mbarrier misuse is reported with the kernel line", "[ptx][sm90]") {
+  launch(mbarrier_misuse, {dim3(1), dim3(1), 64}, 0);
+  CHECK_THROWS_WITH(launch(mbarrier_misuse, {dim3(1), dim3(1), 64}, 1),
+                    Contains("more arrivals than expected") && Contains("test_ptx_sm90.cpp"));
+  CHECK_THROWS_WITH(
+      launch(mbarrier_misuse, {dim3(1), dim3(1), 64}, 2),
+      Contains("deadlock") && Contains("mbarrier.try_wait.parity 0 on mbarrier full[0]") &&
+          Contains("mbarrier full[0] at shared 0x0") &&
+          Contains("phase 0 (parity 0) waits for 1 arrival(s) and 48 transaction byte(s)") &&
+          Contains("test_ptx_sm90.cpp"));
+  CHECK_THROWS_WITH(launch(mbarrier_misuse, {dim3(1), dim3(1), 64}, 3),
+                    Contains("used before mbarrier.init"));
+}
+
+// ---- TMA ----------------------------------------------------------------------------------------
+
+namespace {
+
+// One thread loads the box at (c0, c1[, c2, c3]) and records shared memory before and after the
+// wait (the destination is poison until the phase completes).
+__global__ void tma_box(const attn::TensorMap map, int rank, int c0, int c1, int c2, int c3,
+                        uint32_t bytes, unsigned char* before, unsigned char* after) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + 32768);
+  attn::mbarrier_init(bar, 1);
+  attn::mbarrier_arrive_expect_tx(bar, bytes);
+  if (rank == 2) attn::tma_load_2d(smem, &map, bar, c0, c1);
+  if (rank == 3) attn::tma_load_3d(smem, &map, bar, c0, c1, c2);
+  if (rank == 4) attn::tma_load_4d(smem, &map, bar, c0, c1, c2, c3);
+  std::memcpy(before, smem, bytes);
+  attn::mbarrier_wait_parity(bar, 0);
+  std::memcpy(after, smem, bytes);
+}
+
+// The swizzle of the PTX ISA's TMA description: the 16-byte chunk index within each 128-byte row
+// XORed with the row index modulo the span's chunk count (rows of 128 bytes, 1024-byte pattern).
+uint32_t swizzled(uint32_t a, int span) {
+  if (span == 0) return a;
+  const uint32_t row = (a / 128) % 8, chunk = (a / 16) % 8;
+  const uint32_t mask = uint32_t(span / 16 - 1);
+  return (a & ~uint32_t(0x70)) | (((chunk ^ (row & mask)) & 7) << 4);
+}
+
+void check_tma(int rank, const uint64_t* dims, const uint32_t* box, const int* coords,
+               simt::TmaSwizzle sw) {
+  uint64_t total = 1;
+  for (int i = 0; i < rank; ++i) total *= dims[i];
+  DeviceBuf<uint16_t> g(total, "tensor");
+  for (uint64_t x = 0; x < total; ++x) g.ptr[x] = uint16_t(x + 1);  // never 0: zero = OOB fill
+  attn::TensorMapSpec s;
+  s.dtype = attn::TmaDtype::u16;
+  s.rank = uint32_t(rank);
+  s.global = g.ptr;
+  uint64_t stride = 2;
+  for (int i = 0; i < rank; ++i) {
+    s.dims[i] = dims[i];
+    s.strides[i] = stride;
+    stride *= dims[i];
+    s.box[i] = box[i];
+  }
+  s.swizzle = sw;
+  const simt::TensorMap map = attn::encode_tensor_map_cpu(s);
+  uint32_t elems = 1;
+  for (int i = 0; i < rank; ++i) elems *= box[i];
+  const uint32_t bytes = elems * 2;
+  DeviceBuf<unsigned char> before(bytes), after(bytes);
+  launch(tma_box, {dim3(1), dim3(1), 32768 + 64}, map, rank, coords[0], coords[1],
+         rank > 2 ? coords[2] : 0, rank > 3 ? coords[3] : 0, bytes, before.ptr, after.ptr);
+  const int span = sw == simt::TmaSwizzle::none ? 0 : 16 << int(sw);
+  for (uint32_t e = 0; e < elems; ++e) {
+    uint32_t rest = e;
+    bool inside = true;
+    uint64_t gi = 0, gstride = 1;
+    for (int i = 0; i < rank; ++i) {
+      const int64_t x = coords[i] + int64_t(rest % box[i]);
+      rest /= box[i];
+      inside &= x >= 0 && x < int64_t(dims[i]);
+      gi += uint64_t(x) * gstride;
+      gstride *= dims[i];
+    }
+    const uint16_t want = inside ? g.ptr[gi] : 0;
+    uint16_t got, poison;
+    const uint32_t at = swizzled(2 * e, span);
+    std::memcpy(&got, after.ptr + at, 2);
+    std::memcpy(&poison, before.ptr + at, 2);
+    INFO("rank " << rank << " swizzle " << span << " element " << e);
+    REQUIRE(got == want);
+    REQUIRE(poison == 0xFFFF);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("sm90: TMA tile loads: dense box, dimension 0 innermost, zero outside", "[ptx][sm90]") {
+  const uint64_t d2[] = {40, 20};
+  const uint32_t b2[] = {16, 8};
+  for (const auto& c : std::vector<std::vector<int>>{{0, 0}, {32, 16}, {-8, -3}, {24, 0}})
+    check_tma(2, d2, b2, c.data(), simt::TmaSwizzle::none);
+  const uint64_t d3[] = {24, 5, 3};
+  const uint32_t b3[] = {8, 4, 2};
+  const int c3[] = {16, 3, 2};
+  check_tma(3, d3, b3, c3, simt::TmaSwizzle::none);
+  const uint64_t d4[] = {16, 3, 4, 2};
+  const uint32_t b4[] = {16, 2, 2, 2};
+  const int c4[] = {0, 2, -1, 1};
+  check_tma(4, d4, b4, c4, simt::TmaSwizzle::none);
+}
+
+TEST_CASE("sm90: TMA element strides load every n-th row of the box", "[ptx][sm90]") {
+  DeviceBuf<uint16_t> g(16 * 12);
+  for (int x = 0; x < 16 * 12; ++x) g.ptr[x] = uint16_t(x + 1);
+  attn::TensorMapSpec s;
+  s.dtype = attn::TmaDtype::u16;
+  s.global = g.ptr, s.dims[0] = 16, s.dims[1] = 12, s.strides[1] = 32;
+  s.box[0] = 16, s.box[1] = 8, s.element_strides[1] = 3;  // ceil(8 / 3) = 3 rows: 1, 4, 7
+  const simt::TensorMap map = attn::encode_tensor_map_cpu(s);
+  DeviceBuf<unsigned char> before(96), after(96);
+  launch(tma_box, {dim3(1), dim3(1), 32768 + 64}, map, 2, 0, 1, 0, 0, 96u, before.ptr, after.ptr);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 16; ++c) {
+      uint16_t got;
+      std::memcpy(&got, after.ptr + 2 * (r * 16 + c), 2);
+      REQUIRE(got == g.ptr[(1 + 3 * r) * 16 + c]);
+    }
+}
+
+TEST_CASE("sm90: TMA swizzle 32B, 64B and 128B map each 16-byte chunk exactly", "[ptx][sm90]") {
+  const uint64_t dims[] = {200, 40};
+  for (auto sw : {simt::TmaSwizzle::b32, simt::TmaSwizzle::b64, simt::TmaSwizzle::b128}) {
+    const uint32_t box[] = {uint32_t(8 << int(sw)), 24};  // the inner extent is the span
+    const int in[] = {8, 4}, edge[] = {200 - int(box[0]) / 2, 30};
+    check_tma(2, dims, box, in, sw);
+    check_tma(2, dims, box, edge, sw);
+  }
+}
+
+TEST_CASE("sm90: tensor maps are validated as cuTensorMapEncodeTiled does", "[ptx][sm90]") {
+  alignas(64) static uint16_t data[64 * 64];
+  auto ok = [] {
+    attn::TensorMapSpec s;
+    s.dtype = attn::TmaDtype::f16;
+    s.rank = 2;
+    s.global = data;
+    s.dims[0] = 64, s.dims[1] = 64;
+    s.strides[1] = 128;
+    s.box[0] = 64, s.box[1] = 32;
+    s.swizzle = simt::TmaSwizzle::b128;
+    return s;
+  };
+  CHECK(attn::validate(ok()) == "");
+  auto s = ok();
+  s.global = data + 1;
+  CHECK_THAT(attn::validate(s), Contains("16-byte aligned"));
+  s = ok(), s.strides[1] = 120;
+  CHECK_THAT(attn::validate(s), Contains("multiple of 16"));
+  s = ok(), s.strides[1] = uint64_t(1) << 40;
+  CHECK_THAT(attn::validate(s), Contains("2^40"));
+  s = ok(), s.box[1] = 257;
+  CHECK_THAT(attn::validate(s), Contains("1..256"));
+  s = ok(), s.box[0] = 12;
+  CHECK_THAT(attn::validate(s), Contains("not a multiple of 16"));
+  s = ok(), s.swizzle = simt::TmaSwizzle::b64;
+  CHECK_THAT(attn::validate(s), Contains("exceeds the 64-byte swizzle span"));
+  s = ok(), s.element_strides[1] = 9;
+  CHECK_THAT(attn::validate(s), Contains("element stride"));
+  s = ok(), s.rank = 6;
+  CHECK_THAT(attn::validate(s), Contains("rank"));
+  s = ok(), s.dims[1] = 0;
+  CHECK_THROWS_WITH(attn::encode_tensor_map_cpu(s), Contains("1..2^32"));
+}
+
+namespace {
+// Planted bugs: the consumer reads before waiting, waits on the wrong parity, or the producer
+// expects fewer bytes than its box.
+__global__ void tma_bug(const attn::TensorMap map, int which, uint16_t* out) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + 4096);
+  if (threadIdx.x == 0) attn::mbarrier_init(bar, 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    attn::mbarrier_arrive_expect_tx(bar, which == 2 ? 256 : 512);
+    attn::tma_load_2d(smem, &map, bar, 0, 0);
+  }
+  if (which == 0) attn::mbarrier_wait_parity(bar, 0);  // correct
+  if (which == 1) attn::mbarrier_wait_parity(bar, 1);  // wrong parity: returns at once
+  // which == 3: no wait at all
+  std::memcpy(out + threadIdx.x * 8, smem + threadIdx.x * 16, 16);
+}
+}  // namespace
+
+TEST_CASE("sm90: a read before the TMA lands sees poison (wrong parity, missing wait)",
+          "[ptx][sm90]") {
+  DeviceBuf<uint16_t> g(16 * 16), out(32 * 8);
+  for (int x = 0; x < 256; ++x) g.ptr[x] = uint16_t(x);
+  attn::TensorMapSpec s;
+  s.rank = 2, s.global = g.ptr, s.dims[0] = 16, s.dims[1] = 16, s.strides[1] = 32;
+  s.box[0] = 16, s.box[1] = 16;
+  const simt::TensorMap map = attn::encode_tensor_map_cpu(s);
+  launch(tma_bug, {dim3(1), dim3(32), 4096 + 8}, map, 0, out.ptr);
+  for (int x = 0; x < 256; ++x) REQUIRE(out.ptr[x] == x);
+  for (int which : {1, 3}) {
+    launch(tma_bug, {dim3(1), dim3(32), 4096 + 8}, map, which, out.ptr);
+    for (int x = 0; x < 256; ++x) REQUIRE(out.ptr[x] == 0xFFFF);
+  }
+  CHECK_THROWS_WITH(launch(tma_bug, {dim3(1), dim3(32), 4096 + 8}, map, 2, out.ptr),
+                    Contains("transaction count underflow") && Contains("test_ptx_sm90.cpp"));
+}
+
+namespace {
+// A ring slot reused: the second load into the same destination is read without waiting for its
+// phase (parity 1). The slot must read as poison, not as the first load's still-present data.
+__global__ void tma_reuse(const attn::TensorMap map, uint16_t* first, uint16_t* early) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + 4096);
+  attn::mbarrier_init(bar, 1);
+  for (int phase = 0; phase < 2; ++phase) {
+    attn::mbarrier_arrive_expect_tx(bar, 512);
+    attn::tma_load_2d(smem, &map, bar, 0, phase);
+    if (phase == 0) attn::mbarrier_wait_parity(bar, 0);
+    std::memcpy(phase == 0 ? first : early, smem, 512);
+  }
+}
+}  // namespace
+
+TEST_CASE("sm90: a TMA destination is poison from issue until it lands (a reused ring slot)",
+          "[ptx][sm90]") {
+  DeviceBuf<uint16_t> g(16 * 17), first(256), early(256);
+  for (int x = 0; x < 16 * 17; ++x) g.ptr[x] = uint16_t(x);
+  attn::TensorMapSpec s;
+  s.rank = 2, s.global = g.ptr, s.dims[0] = 16, s.dims[1] = 17, s.strides[1] = 32;
+  s.box[0] = 16, s.box[1] = 16;
+  const simt::TensorMap map = attn::encode_tensor_map_cpu(s);
+  launch(tma_reuse, {dim3(1), dim3(1), 4096 + 8}, map, first.ptr, early.ptr);
+  for (int x = 0; x < 256; ++x) {
+    REQUIRE(first.ptr[x] == x);
+    REQUIRE(early.ptr[x] == 0xFFFF);
+  }
+}
+
+// ---- cp.async.mbarrier.arrive.noinc -------------------------------------------------------------
+
+namespace {
+__global__ void cp_async_arrive(const unsigned char* src, unsigned char* before,
+                                unsigned char* after) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  uint64_t* bar = bar_at(1024);
+  if (threadIdx.x == 0) attn::mbarrier_init(bar, 32);  // .noinc: the copies' arrivals are counted
+  __syncthreads();
+  attn::cp_async_16(smem + 16 * threadIdx.x, src + 16 * threadIdx.x, 16);
+  attn::cp_async_mbarrier_arrive_noinc(bar);
+  std::memcpy(before + 16 * threadIdx.x, smem + 16 * threadIdx.x, 16);
+  attn::mbarrier_wait_parity(bar, 0);
+  std::memcpy(after, smem, 512);  // every thread's copy has landed
+}
+}  // namespace
+
+TEST_CASE("sm90: cp.async.mbarrier.arrive.noinc: copies arrive on the barrier when they land",
+          "[ptx][sm90]") {
+  DeviceBuf<unsigned char> src(512), before(512), after(512);
+  for (int x = 0; x < 512; ++x) src.ptr[x] = uint8_t(x * 7 + 1);
+  launch(cp_async_arrive, {dim3(1), dim3(32), 1032}, static_cast<const unsigned char*>(src.ptr),
+         before.ptr, after.ptr);
+  for (int x = 0; x < 512; ++x) {
+    REQUIRE(before.ptr[x] == 0xFF);
+    REQUIRE(after.ptr[x] == src.ptr[x]);
+  }
+}
+
+// ---- wgmma
+// ----------------------------------------------------------------------------------------
+
+namespace {
+
+enum class AFrom { smem_k, smem_mn, regs };
+
+struct WgmmaCase {
+  int n;
+  AFrom a;
+  bool b_mn;  // B MN-major (transposed)
+  int span;   // swizzle span in bytes (0: none)
+  int K;      // total K (a multiple of 16)
+};
+
+attn::WgmmaSwizzle desc_swizzle(int span) {
+  return span == 0    ? attn::WgmmaSwizzle::none
+         : span == 32 ? attn::WgmmaSwizzle::b32
+         : span == 64 ? attn::WgmmaSwizzle::b64
+                      : attn::WgmmaSwizzle::b128;
+}
+
+// Operands are loaded by TMA into the canonical layouts (PTX ISA, "Shared Memory Matrix Layout"):
+// K-major: boxes of (span/2 or 8 elements of K) x rows; MN-major: boxes of (span/2 or 8 elements of
+// MN) x K. `k_major_map` / `mn_major_map` describe the global matrix (rows x K, or K x rows).
+struct Operand {
+  attn::TensorMap map;
+  int rows;
+  bool mn;
+};
+
+// Bytes of one box and the count of boxes for an operand.
+__device__ int box_elems(const WgmmaCase& c) {
+  return c.span ? c.span / 2 : 8;
+}
+
+__device__ void load_operand(const Operand& op, const WgmmaCase& c, unsigned char* dst,
+                             uint64_t* bar) {
+  const int w = box_elems(c);
+  const int boxes = op.mn ? op.rows / w : c.K / w;
+  const int box_bytes = (op.mn ? c.K : op.rows) * w * 2;
+  for (int j = 0; j < boxes; ++j) attn::tma_load_2d(dst + j * box_bytes, &op.map, bar, j * w, 0);
+}
+
+// Descriptor of k-block kb (16 elements of K) of an operand loaded by load_operand.
+__device__ uint64_t operand_desc(const Operand& op, const WgmmaCase& c, unsigned char* base,
+                                 int kb) {
+  const int w = box_elems(c);
+  const auto sw = desc_swizzle(c.span);
+  if (!op.mn) {
+    const int box_bytes = op.rows * w * 2;
+    if (c.span == 0)  // core matrices: 8 rows of 16 B; LBO = next 8 of K, SBO = next 8 rows
+      return attn::make_wgmma_desc(base + 2 * kb * box_bytes, box_bytes, 128, sw);
+    return attn::make_wgmma_desc(base + (kb * 32 / c.span) * box_bytes + (kb * 32) % c.span, 16,
+                                 8 * c.span, sw);
+  }
+  const int box_bytes = c.K * w * 2;
+  if (c.span == 0)  // LBO = next 8 of K, SBO = next 8 of MN
+    return attn::make_wgmma_desc(base + kb * 256, 128, box_bytes, sw);
+  return attn::make_wgmma_desc(base + kb * 16 * c.span, box_bytes, 8 * c.span, sw);
+}
+
+template <typename T, int N>
+__global__ void wgmma_kernel(const WgmmaCase c, const Operand A, const Operand B, const float* Ag,
+                             float* D, float* early) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  unsigned char* sa = smem;
+  unsigned char* sb = smem + 64 * 1024;
+  uint64_t* bar = bar_at(128 * 1024);
+  if (threadIdx.x == 0) {
+    attn::mbarrier_init(bar, 1);
+    attn::mbarrier_arrive_expect_tx(bar, uint32_t((c.a == AFrom::regs ? 0 : 64) + N) * c.K * 2);
+    if (c.a != AFrom::regs) load_operand(A, c, sa, bar);
+    load_operand(B, c, sb, bar);
+  }
+  __syncthreads();
+  attn::mbarrier_wait_parity(bar, 0);
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, t = l % 4;
+  float d[N / 2];
+  for (float& x : d) x = 1.0f;  // scale_d = false on the first k-block ignores it
+  attn::wgmma_fence();
+  for (int kb = 0; kb < c.K / 16; ++kb) {
+    const uint64_t db = operand_desc(B, c, sb, kb);
+    if (c.a == AFrom::regs) {
+      uint32_t a[4] = {};
+      for (int i = 0; i < 8; ++i) {
+        const int m = 16 * w + g + 8 * ((i / 2) % 2), k = 16 * kb + 2 * t + i % 2 + 8 * (i / 4);
+        a[i / 2] |= uint32_t(bits16<T>(Ag[m * c.K + k])) << (16 * (i % 2));
+      }
+      if (c.b_mn)
+        attn::wgmma_rs<N, T, true>(d, a, db, kb > 0);
+      else
+        attn::wgmma_rs<N, T, false>(d, a, db, kb > 0);
+    } else {
+      const uint64_t da = operand_desc(A, c, sa, kb);
+      if (c.a == AFrom::smem_mn && c.b_mn) attn::wgmma_ss<N, T, true, true>(d, da, db, kb > 0);
+      if (c.a == AFrom::smem_mn && !c.b_mn) attn::wgmma_ss<N, T, true, false>(d, da, db, kb > 0);
+      if (c.a == AFrom::smem_k && c.b_mn) attn::wgmma_ss<N, T, false, true>(d, da, db, kb > 0);
+      if (c.a == AFrom::smem_k && !c.b_mn) attn::wgmma_ss<N, T, false, false>(d, da, db, kb > 0);
+    }
+  }
+  attn::wgmma_commit();
+  early[threadIdx.x] = d[0];  // between issue and the retiring wait: poison
+  attn::wgmma_wait<0>();
+  for (int i = 0; i < N / 2; ++i)
+    D[(16 * w + g + 8 * ((i / 2) % 2)) * N + 8 * (i / 4) + 2 * t + i % 2] = d[i];
+}
+
+template <typename T, int N>
+void check_wgmma(AFrom a_from, bool b_mn, int span) {
+  const int K = span == 0 ? 32 : std::max(32, span / 2);
+  const WgmmaCase c{N, a_from, b_mn, span, K};
+  std::mt19937 rng(N + span + 7 * int(a_from) + 3 * b_mn);
+  std::uniform_int_distribution<int> u(-4, 4);
+  // Plain matrices: A is 64 x K, B is N x K (D = A B^T), small integers (exact in f32).
+  std::vector<float> A(64 * K), B(N * K);
+  for (float& x : A) x = float(u(rng));
+  for (float& x : B) x = float(u(rng));
+  // Global copies in the operand's storage order: K-major rows x K, MN-major K x rows.
+  auto global = [&](const std::vector<float>& M, int rows, bool mn, const char* label) {
+    auto* g = new DeviceBuf<uint16_t>(size_t(rows) * K, label);
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < K; ++k) g->ptr[mn ? k * rows + r : r * K + k] = bits16<T>(M[r * K + k]);
+    return std::unique_ptr<DeviceBuf<uint16_t>>(g);
+  };
+  const bool a_mn = a_from == AFrom::smem_mn;
+  auto ga = global(A, 64, a_mn, "A"), gb = global(B, N, b_mn, "B");
+  auto map = [&](const DeviceBuf<uint16_t>& g, int rows, bool mn) {
+    attn::TensorMapSpec s;
+    s.dtype = std::is_same_v<T, __half> ? attn::TmaDtype::f16 : attn::TmaDtype::bf16;
+    s.global = g.ptr;
+    s.dims[0] = uint64_t(mn ? rows : K), s.dims[1] = uint64_t(mn ? K : rows);
+    s.strides[1] = s.dims[0] * 2;
+    s.box[0] = span ? uint32_t(span / 2) : 8u;
+    s.box[1] = uint32_t(mn ? K : rows);
+    s.swizzle = span == 0    ? simt::TmaSwizzle::none
+                : span == 32 ? simt::TmaSwizzle::b32
+                : span == 64 ? simt::TmaSwizzle::b64
+                             : simt::TmaSwizzle::b128;
+    return attn::encode_tensor_map_cpu(s);
+  };
+  const Operand opa{map(*ga, 64, a_mn), 64, a_mn}, opb{map(*gb, N, b_mn), N, b_mn};
+  DeviceBuf<float> Ag(A.size()), D(64 * N), early(128);
+  std::copy(A.begin(), A.end(), Ag.ptr);
+  launch(wgmma_kernel<T, N>, {dim3(1), dim3(128), 128 * 1024 + 64}, c, opa, opb,
+         static_cast<const float*>(Ag.ptr), D.ptr, early.ptr);
+  for (int t = 0; t < 128; ++t) REQUIRE(std::isnan(early.ptr[t]));
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < N; ++n) {
+      float want = 0;
+      for (int k = 0; k < K; ++k) want += A[m * K + k] * B[n * K + k];
+      INFO("N " << N << " A " << int(a_from) << " B " << (b_mn ? "MN" : "K") << "-major, span "
+                << span << ": m " << m << " n " << n);
+      REQUIRE(D.ptr[m * N + n] == want);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("sm90: wgmma m64nNk16 = A B over every operand form and swizzle", "[ptx][sm90]") {
+  for (int span : {0, 32, 64, 128})
+    for (AFrom a : {AFrom::smem_k, AFrom::smem_mn, AFrom::regs})
+      for (bool b_mn : {false, true}) {
+        check_wgmma<__half, 64>(a, b_mn, span);
+        check_wgmma<__nv_bfloat16, 64>(a, b_mn, span);
+      }
+  check_wgmma<__half, 128>(AFrom::smem_k, false, 128);
+  check_wgmma<__half, 256>(AFrom::smem_k, true, 128);
+  check_wgmma<__nv_bfloat16, 8>(AFrom::regs, false, 32);
+  check_wgmma<__nv_bfloat16, 136>(AFrom::smem_mn, false, 64);
+}
+
+namespace {
+// Operands written by ordinary stores, with (which 0) or without (which 1) the proxy fence; which 2
+// skips wgmma.fence; which 3 leaves one warp out of the warpgroup's wgmma.
+__global__ void wgmma_fences(int which, float* out) {
+  auto* s = attn::shared_memory<uint16_t>();
+  for (int x = threadIdx.x; x < (64 + 8) * 16; x += blockDim.x) s[x] = 0x3C00;  // 1.0 in fp16
+  if (which != 1) attn::fence_proxy_async_shared();
+  __syncthreads();
+  // K-major, no swizzle: core matrices of 8 rows x 16 B; LBO (next 8 of K) 128 B, SBO 256 B.
+  const uint64_t da = attn::make_wgmma_desc(s, 128, 256, attn::WgmmaSwizzle::none);
+  const uint64_t db = attn::make_wgmma_desc(s + 64 * 16, 128, 256, attn::WgmmaSwizzle::none);
+  float d[4] = {};
+  if (which == 3 && threadIdx.x >= 96) return;
+  if (which != 2) attn::wgmma_fence();
+  attn::wgmma_ss<8, __half>(d, da, db, false);
+  attn::wgmma_commit();
+  attn::wgmma_wait<0>();
+  out[threadIdx.x] = d[0];
+}
+}  // namespace
+
+TEST_CASE("sm90: generic stores need fence.proxy.async before wgmma; wgmma needs wgmma.fence",
+          "[ptx][sm90]") {
+  DeviceBuf<float> out(128);
+  launch(wgmma_fences, {dim3(1), dim3(128), (64 + 8) * 32}, 0, out.ptr);
+  for (int t = 0; t < 128; ++t) REQUIRE(out.ptr[t] == 16.0f);
+  CHECK_THROWS_WITH(launch(wgmma_fences, {dim3(1), dim3(128), (64 + 8) * 32}, 1, out.ptr),
+                    Contains("fence.proxy.async.shared::cta") && Contains("test_ptx_sm90.cpp"));
+  CHECK_THROWS_WITH(launch(wgmma_fences, {dim3(1), dim3(128), (64 + 8) * 32}, 2, out.ptr),
+                    Contains("no wgmma.fence"));
+  CHECK_THROWS_WITH(launch(wgmma_fences, {dim3(1), dim3(128), (64 + 8) * 32}, 3, out.ptr),
+                    Contains("deadlock") &&
+                        Contains("warpgroup 0: 96 of 128 threads arrived at wgmma.mma_async"));
+}
+
+// ---- setmaxnreg
+// ----------------------------------------------------------------------------------
+
+namespace {
+// Warpgroup 0 is the producer, warpgroup 1 the consumer (an FA3-style split).
+__global__ void registers(int which, int* out) {
+  const int wg = threadIdx.x / 128;
+  if (which == 0) {  // fits: 128 - 24 registers freed per thread, 232 - 128 taken
+    if (wg == 0)
+      attn::setmaxnreg_dec<24>();
+    else
+      attn::setmaxnreg_inc<232>();
+  }
+  if (which == 1 && wg == 1) attn::setmaxnreg_inc<240>();  // nobody gave registers back
+  if (which == 2 && wg == 1) {                             // not warpgroup-uniform
+    if (threadIdx.x < 160)
+      attn::setmaxnreg_inc<232>();
+    else
+      attn::setmaxnreg_inc<240>();
+  }
+  if (which == 3)
+    simt::setmaxnreg(true, 100, std::source_location::current());  // not a multiple of 8
+  out[threadIdx.x] = 1;
+}
+}  // namespace
+
+TEST_CASE("sm90: setmaxnreg validates its operand and the block's register pool", "[ptx][sm90]") {
+  DeviceBuf<int> out(256);
+  simt::set_entry_registers(128);  // the pool: 128 x 256 registers
+  launch(registers, {dim3(1), dim3(256)}, 0, out.ptr);
+  CHECK_THROWS_WITH(launch(registers, {dim3(1), dim3(256)}, 1, out.ptr),
+                    Contains("deadlock") && Contains("register pool: 0 of 32768 registers free") &&
+                        Contains("setmaxnreg.inc"));
+  CHECK_THROWS_WITH(launch(registers, {dim3(1), dim3(256)}, 2, out.ptr),
+                    Contains("not warpgroup-uniform"));
+  CHECK_THROWS_WITH(launch(registers, {dim3(1), dim3(256)}, 3, out.ptr),
+                    Contains("multiple of 8 in 24..256"));
+  simt::set_entry_registers(0);
+}
+
+// ---- elect.sync and named barriers -------------------------------------------------------------
+
+namespace {
+__global__ void elect(uint32_t mask, int* out) {
+  if (!(mask >> threadIdx.x & 1u)) return;
+  out[threadIdx.x] = attn::elect_one(mask) ? 1 : 0;
+}
+
+// Warp 0 produces into shared memory and signals with bar.arrive (no wait); warps 1-2 consume
+// after bar.sync on the same barrier; then they signal back that the slot is free.
+__global__ void producer_consumer(int* out) {
+  int* slot = attn::shared_memory<int>();
+  for (int round = 0; round < 3; ++round) {
+    if (threadIdx.x < 32) {
+      if (round > 0) attn::named_barrier_sync(2, 96);  // wait until the slot is free
+      slot[threadIdx.x] = 100 * round + int(threadIdx.x);
+      attn::named_barrier_arrive(1, 96);
+    } else {
+      attn::named_barrier_sync(1, 96);
+      out[round * 64 + threadIdx.x - 32] = slot[threadIdx.x % 32];
+      if (round < 2) attn::named_barrier_arrive(2, 96);
+    }
+  }
+}
+__global__ void bad_named_barrier() {
+  attn::named_barrier_sync(1, 48);
+}
+}  // namespace
+
+TEST_CASE("sm90: elect.sync picks one lane of the mask", "[ptx][sm90]") {
+  DeviceBuf<int> out(32);
+  for (uint32_t mask : {0xffffffffu, 0x000000f0u, 0x80000000u, 0x00ff0f00u}) {
+    for (int l = 0; l < 32; ++l) out.ptr[l] = -1;
+    launch(elect, {dim3(1), dim3(32)}, mask, out.ptr);
+    int leaders = 0;
+    for (int l = 0; l < 32; ++l) {
+      INFO("mask " << mask << " lane " << l);
+      if (mask >> l & 1u) {
+        leaders += out.ptr[l];
+        CHECK(out.ptr[l] == (l == std::countr_zero(mask) ? 1 : 0));
+      } else {
+        CHECK(out.ptr[l] == -1);
+      }
+    }
+    CHECK(leaders == 1);
+  }
+}
+
+TEST_CASE("sm90: bar.arrive signals without waiting, bar.sync waits for the count", "[ptx][sm90]") {
+  DeviceBuf<int> out(3 * 64);
+  for (const char* sched : {"forward", "reverse", "random:3"}) {
+    simt::set_schedule(simt::parse_schedule(sched));
+    launch(producer_consumer, {dim3(1), dim3(96), 128}, out.ptr);
+    for (int r = 0; r < 3; ++r)
+      for (int t = 0; t < 64; ++t) REQUIRE(out.ptr[r * 64 + t] == 100 * r + t % 32);
+  }
+  simt::set_schedule(simt::Schedule{});
+  CHECK_THROWS_WITH(launch(bad_named_barrier, {dim3(1), dim3(64)}),
+                    Contains("not a positive multiple of 32"));
+}
+
+TEST_CASE("sm90: the CPU backend presents itself as sm_90a", "[ptx][sm90]") {
+  auto cpu = attn::make_cpu_backend();
+  const attn::ComputeCapability cc = attn::compute_capability(*cpu);
+  CHECK(cc.is_sm90a());
+  CHECK(cc.at_least(8, 0));
+}
+
+// ---- A producer/consumer ring, as step 5 will build it, with planted bugs
+// -------------------------
+
+namespace {
+
+constexpr int kStages = 2, kTiles = 4;
+
+// Warpgroup 0 produces (one elected thread issues the TMA loads), warpgroup 1 consumes with wgmma:
+// D (64 x 64) = sum over tiles t of A_t B_t^T, each A_t, B_t a 64 x 64 K-major tile in 128-byte
+// swizzle. full[s]: the producer's arrive.expect_tx plus the TMA bytes; empty[s]: the 128 consumer
+// threads release the slot. bug 1: the producer waits on "empty" with the consumer's parity (its
+// first pass then blocks forever); bug 2: the consumer waits on the wrong parity; bug 3: the
+// producer never waits on "empty" (it refills slots still being read).
+__global__ void ring(const attn::TensorMap mA, const attn::TensorMap mB, int bug, float* D) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  auto* full = reinterpret_cast<uint64_t*>(smem + kStages * 16384);
+  uint64_t* empty = full + kStages;
+  if (threadIdx.x == 0)
+    for (int s = 0; s < kStages; ++s) {
+      attn::mbarrier_init(&full[s], 1);
+      attn::mbarrier_init(&empty[s], 128);
+      attn::mbarrier_label(&full[s], s == 0 ? "full[0]" : "full[1]");
+      attn::mbarrier_label(&empty[s], s == 0 ? "empty[0]" : "empty[1]");
+    }
+  __syncthreads();
+  if (threadIdx.x < 128) {  // producer warpgroup
+    if (threadIdx.x < 32 && attn::elect_one()) {
+      for (int t = 0; t < kTiles; ++t) {
+        const int s = t % kStages;
+        const uint32_t phase = (t / kStages) & 1;
+        if (bug != 3) attn::mbarrier_wait_parity(&empty[s], bug == 1 ? phase : phase ^ 1);
+        attn::mbarrier_arrive_expect_tx(&full[s], 16384);
+        attn::tma_load_2d(smem + s * 16384, &mA, &full[s], 64 * t, 0);
+        attn::tma_load_2d(smem + s * 16384 + 8192, &mB, &full[s], 64 * t, 0);
+      }
+    }
+    return;
+  }
+  float d[32];
+  for (int t = 0; t < kTiles; ++t) {
+    const int s = t % kStages;
+    const uint32_t phase = (t / kStages) & 1;
+    attn::mbarrier_wait_parity(&full[s], bug == 2 ? phase ^ 1 : phase);
+    attn::wgmma_fence();
+    for (int kb = 0; kb < 4; ++kb) {
+      const uint64_t da =
+          attn::make_wgmma_desc(smem + s * 16384 + 32 * kb, 16, 1024, attn::WgmmaSwizzle::b128);
+      const uint64_t db = attn::make_wgmma_desc(smem + s * 16384 + 8192 + 32 * kb, 16, 1024,
+                                                attn::WgmmaSwizzle::b128);
+      attn::wgmma_ss<64, __half>(d, da, db, t > 0 || kb > 0);
+    }
+    attn::wgmma_commit();
+    attn::wgmma_wait<0>();
+    attn::mbarrier_arrive(&empty[s]);
+  }
+  const int w = threadIdx.x / 32 - 4, l = threadIdx.x % 32, g = l / 4, q = l % 4;
+  for (int i = 0; i < 32; ++i)
+    D[(16 * w + g + 8 * ((i / 2) % 2)) * 64 + 8 * (i / 4) + 2 * q + i % 2] = d[i];
+}
+
+}  // namespace
+
+TEST_CASE("sm90: a TMA + mbarrier ring feeding wgmma, and the bugs it is built to catch",
+          "[ptx][sm90]") {
+  constexpr int K = 64 * kTiles;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> u(-2, 2);
+  DeviceBuf<uint16_t> A(64 * K, "A"), B(64 * K, "B");
+  std::vector<float> a(64 * K), b(64 * K);
+  for (int x = 0; x < 64 * K; ++x) {
+    a[x] = float(u(rng)), b[x] = float(u(rng));
+    A.ptr[x] = bits16<__half>(a[x]), B.ptr[x] = bits16<__half>(b[x]);
+  }
+  auto map = [&](const uint16_t* g) {
+    attn::TensorMapSpec s;
+    s.global = g, s.dims[0] = K, s.dims[1] = 64, s.strides[1] = 2 * K;
+    s.box[0] = 64, s.box[1] = 64, s.swizzle = simt::TmaSwizzle::b128;
+    return attn::encode_tensor_map_cpu(s);
+  };
+  const simt::TensorMap mA = map(A.ptr), mB = map(B.ptr);
+  DeviceBuf<float> D(64 * 64);
+  const attn::LaunchConfig cfg{dim3(1), dim3(256), kStages * 16384 + 64};
+  for (const char* sched : {"forward", "reverse", "random:11"}) {
+    simt::set_schedule(simt::parse_schedule(sched));
+    launch(ring, cfg, mA, mB, 0, D.ptr);
+    for (int m = 0; m < 64; ++m)
+      for (int n = 0; n < 64; ++n) {
+        float want = 0;
+        for (int k = 0; k < K; ++k) want += a[m * K + k] * b[n * K + k];
+        INFO(sched << " m " << m << " n " << n);
+        REQUIRE(D.ptr[m * 64 + n] == want);
+      }
+    CHECK_THROWS_WITH(
+        launch(ring, cfg, mA, mB, 1, D.ptr),
+        Contains("deadlock") && Contains("mbarrier.try_wait.parity 0 on mbarrier empty[0]"));
+    launch(ring, cfg, mA, mB, 2, D.ptr);
+    CHECK(std::isnan(D.ptr[0]));
+    bool wrong = false;
+    try {
+      launch(ring, cfg, mA, mB, 3, D.ptr);
+      for (int x = 0; x < 64 * 64; ++x) wrong |= std::isnan(D.ptr[x]);
+    } catch (const simt::KernelError& e) {
+      wrong = std::string(e.what()).find("more arrivals") != std::string::npos;
+      INFO(e.what());
+    }
+    CHECK(wrong);
+  }
+  simt::set_schedule(simt::Schedule{});
+}
