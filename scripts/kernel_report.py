@@ -105,6 +105,8 @@ def launches(build, step):
     """(kernel base name, head dim or None) -> (threads, dynamic smem), from the CPU backend."""
     exe = os.path.join(build, "bin", step)
     out = {}
+    if not os.path.exists(exe):  # a partial build: launches unknown, the rest still reported
+        return out
     with tempfile.TemporaryDirectory() as d:
         for dim in HEAD_DIMS:
             log = os.path.join(d, f"{dim}.log")

@@ -11,9 +11,10 @@ How the loop is found, from the SASS that cuobjdump prints (addresses and branch
      after every branch or EXIT; edges follow BRA targets and fall-through;
   2. loops: an edge to an address at or before its source is a back edge; its natural loop is
      the target (the header) and every block that reaches the source without passing the header;
-  3. the main loop is the loop with the most tensor instructions (HMMA, HGMMA); among loops with
-     as many, the one with the shortest hot path (a kernel that peels its masked tiles into a
-     second loop has two; the unmasked one is the steady state);
+  3. the main loop is the loop whose hot path (4.) has the most tensor instructions (HMMA,
+     HGMMA); among loops with as many, the one with the most in its whole body, then the one with
+     the shortest hot path (a kernel that peels its masked tiles into a second loop has two; the
+     unmasked one is the steady state);
   4. the hot path is the path from the header to a back edge with the most tensor instructions,
      then the most LDSM, then the most async copies (the prefetch of the next tile is taken),
      then the fewest instructions in all (branches around optional work, such as a run-time
@@ -25,7 +26,8 @@ Categories (by SASS opcode): tensor (HMMA, HGMMA), LDSM, copy (LDGSTS, UTMALDG),
 uniform-datapath arithmetic: IMAD, IADD3, LOP3, SHF, LEA, ISETP, SEL, U*), pred (PLOP3, P2R,
 R2P), move (MOV, IMAD.MOV, UMOV, CS2R, S2R, S2UR, R2UR), branch (BRA, BSSY, BSYNC, EXIT, ...),
 barrier (BAR, DEPBAR, LDGDEPBAR, MEMBAR, WARPSYNC, SYNCS), other (shuffles, loads and stores,
-conversions, NOP, ...). NOPs are not counted in the total.
+conversions, ...). NOPs and instructions predicated on !PT (never executed; ptxas uses them as
+padding) are not counted.
 """
 import argparse
 import re
@@ -79,7 +81,8 @@ def parse(sass):
     for line in sass.splitlines():
         m = LINE.match(line)
         if m:
-            out.append((int(m.group(1), 16), bool(m.group(2)), m.group(3), m.group(4)))
+            pred = (m.group(2) or "").strip()
+            out.append((int(m.group(1), 16), pred, m.group(3), m.group(4)))
     return out
 
 
@@ -122,8 +125,8 @@ def blocks_of(instrs):
 
 def counts_of(instrs):
     c = dict.fromkeys(CATEGORIES, 0)
-    for _, _, op, _ in instrs:
-        if op.split(".")[0] == "NOP":
+    for _, pred, op, _ in instrs:
+        if op.split(".")[0] == "NOP" or pred == "@!PT":  # never issued as work
             continue
         c[category(op)] += 1
     c["total"] = sum(c[k] for k in CATEGORIES)
@@ -184,15 +187,20 @@ def main_loop(sass):
             continue
         counts, path = hot_path(blocks, succ, header, body, latches)
         inner = sum(1 for h2, b2, _ in loops_of(blocks, succ) if h2 != header and b2 < body)
-        candidates.append((tensor, -counts["total"], counts, header, path, inner, len(body)))
+        candidates.append(((counts["tensor"], tensor, -counts["total"]), counts, header, path,
+                           inner))
     if not candidates:
         return None
-    tensor, _, counts, header, path, inner, nblocks = max(candidates, key=lambda c: c[:2])
+    _, counts, header, path, inner = max(candidates, key=lambda c: c[0])
     counts = dict(counts)
     counts["per_tensor"] = counts["total"] / counts["tensor"] if counts["tensor"] else float("inf")
     counts["header"] = header
     counts["inner_loops"] = inner
     counts["tensor_loops"] = len(candidates)
+    counts["opcodes"] = {}
+    for b in path:
+        for _, _, op, _ in blocks[b]:
+            counts["opcodes"][op] = counts["opcodes"].get(op, 0) + 1
     return counts
 
 
@@ -202,6 +210,7 @@ def main():
     ap.add_argument("--arch", default="sm_80")
     ap.add_argument("--kernel", default="", help="only functions whose mangled name contains this")
     ap.add_argument("--cuobjdump", default="cuobjdump")
+    ap.add_argument("--opcodes", action="store_true", help="also list the hot path's opcodes")
     args = ap.parse_args()
     sass = subprocess.run([args.cuobjdump, "-sass", "-arch", args.arch, args.object],
                           capture_output=True, text=True, check=True).stdout
@@ -221,6 +230,9 @@ def main():
             continue
         print(f"{name}: " + " ".join(f"{k} {c[k]}" for k in CATEGORIES + ["total"]) +
               f" per_tensor {c['per_tensor']:.2f} inner_loops {c['inner_loops']}")
+        if args.opcodes:
+            print("  " + ", ".join(f"{op} {n}" for op, n in sorted(c["opcodes"].items(),
+                                                                   key=lambda x: -x[1])))
     return 0
 
 
