@@ -12,6 +12,7 @@ endmacro()
 
 attn_require_package(Eigen3 libeigen3-dev 3.4 NO_MODULE)
 attn_require_package(CLI11 libcli11-dev CONFIG)
+attn_require_package(nlohmann_json nlohmann-json3-dev 3.10 CONFIG)
 attn_require_package(Boost libboost-context-dev 1.74 CONFIG COMPONENTS context)
 if(ATTN_BUILD_TESTS)
   attn_require_package(Catch2 catch2 CONFIG)

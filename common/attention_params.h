@@ -24,6 +24,9 @@ struct AttentionParams {
   float* lse;
   // Per-batch key lengths (padding / variable length), or nullptr: every batch uses seqlen_k.
   const int* seqlens_k;
+  // Per-batch query lengths, or nullptr: every batch uses seqlen_q. Rows past a batch's query
+  // length are padding: they see no key (O = 0, LSE = -inf).
+  const int* seqlens_q;
 
   int batch;
   int heads;
@@ -44,6 +47,11 @@ ATTN_HD int key_length(const AttentionParams& p, int b) {
   return p.seqlens_k != nullptr ? p.seqlens_k[b] : p.seqlen_k;
 }
 
+// Number of queries batch b really has.
+ATTN_HD int query_length(const AttentionParams& p, int b) {
+  return p.seqlens_q != nullptr ? p.seqlens_q[b] : p.seqlen_q;
+}
+
 // Query row i sees keys [0, visible_keys_end(...)). Causal masking is aligned bottom-right, as in
 // FlashAttention-2: the last query row sees every key, so with len_k keys row i sees
 // j <= i + (len_k - seqlen_q). A result <= 0 means the row sees no key at all (O = 0, LSE = -inf).
@@ -51,6 +59,21 @@ ATTN_HD int visible_keys_end(int i, int seqlen_q, int len_k, bool causal) {
   if (!causal) return len_k;
   const int end = i + 1 + (len_k - seqlen_q);
   return end < 0 ? 0 : (end > len_k ? len_k : end);
+}
+
+// Keys row i of batch b sees, [0, row_keys_end): the causal diagonal is aligned with the batch's
+// own query and key lengths; a padding row (i >= its batch's query length) sees none.
+ATTN_HD int row_keys_end(const AttentionParams& p, int b, int i) {
+  const int len_q = query_length(p, b);
+  return i < len_q ? visible_keys_end(i, len_q, key_length(p, b), p.causal) : 0;
+}
+
+// Keys any of the rows [i0, i0 + rows) sees: its last real row sees the most (row_keys_end grows
+// with i), so key tiles at or past this are work no row of the tile needs; 0 for a padding tile.
+ATTN_HD int tile_keys_end(const AttentionParams& p, int b, int i0, int rows) {
+  const int len_q = query_length(p, b);
+  const int last = (i0 + rows < len_q ? i0 + rows : len_q) - 1;
+  return last < i0 ? 0 : row_keys_end(p, b, last);
 }
 
 // Grouped-query attention: query head h reads key/value head h / (heads / heads_kv).

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/check.h"
+#include "common/memory.h"
 #include "common/simt/memory.h"
 
 namespace attn {
@@ -62,8 +63,15 @@ class CpuBackend final : public Backend {
     return cpu_model() + " x" + std::to_string(std::thread::hardware_concurrency());
   }
   std::string driver() const override { return "none"; }
+  // Device memory is host memory here: the same limit, and the same refusal, applies.
   void* alloc(size_t bytes, const std::string& label) override {
-    return simt::device_malloc(bytes, label);
+    require_host_memory(label + " (CPU-backend device memory)", bytes);
+    try {
+      return simt::device_malloc(bytes, label);
+    } catch (const std::bad_alloc&) {
+      throw_out_of_memory("host", label + " (CPU-backend device memory)", bytes,
+                          host_memory_available());
+    }
   }
   void release(void* ptr) override { simt::device_free(ptr); }
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
@@ -111,9 +119,16 @@ class GpuBackend final : public Backend {
     ATTN_CUDA_CHECK(cudaDriverGetVersion(&v));
     return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
   }
-  void* alloc(size_t bytes, const std::string&) override {
+  void* alloc(size_t bytes, const std::string& label) override {
     void* ptr = nullptr;
-    ATTN_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+    const cudaError_t err = cudaMalloc(&ptr, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear it
+      size_t free = 0, total = 0;
+      cudaMemGetInfo(&free, &total);
+      throw_out_of_memory("GPU", label, bytes, free);
+    }
+    ATTN_CUDA_CHECK(err);
     return ptr;
   }
   void release(void* ptr) override { cudaFree(ptr); }

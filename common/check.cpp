@@ -48,6 +48,11 @@ CheckResult check_outputs(const Problem& p, const std::vector<Bits16>& o,
       continue;
     }
     const double got = from_bits(o[idx], p.dtype), want = ref.o[idx];
+    if (!std::isfinite(got) && r.nonfinite_o++ == 0) {
+      std::ostringstream os;
+      os << "O" << where(p, row, d) << " = " << got;
+      if (r.first_nonfinite.empty()) r.first_nonfinite = os.str();
+    }
     const double err = std::fabs(got - want);
     if (std::isfinite(got)) r.max_abs_err = std::max(r.max_abs_err, err);
     if (!(err <= tol.atol + tol.rtol * std::fabs(want))) {  // false for NaN
@@ -68,6 +73,12 @@ CheckResult check_outputs(const Problem& p, const std::vector<Bits16>& o,
       continue;
     }
     const double got = lse[row], want = ref.lse[row];
+    if ((std::isnan(got) || got == INFINITY || (std::isinf(got) && std::isfinite(want))) &&
+        r.nonfinite_lse++ == 0) {
+      std::ostringstream os;
+      os << "LSE" << where(p, row, -1) << " = " << got;
+      if (r.first_nonfinite.empty()) r.first_nonfinite = os.str();
+    }
     bool ok;
     if (std::isinf(want)) {
       ok = got == want;
@@ -82,6 +93,13 @@ CheckResult check_outputs(const Problem& p, const std::vector<Bits16>& o,
       os << "LSE" << where(p, row, -1) << " = " << got << ", reference " << want;
       fail(os.str());
     }
+  }
+  if (r.nonfinite_o + r.nonfinite_lse > 0) {
+    // A NaN or Inf says more than any error size: it leads the report.
+    std::ostringstream os;
+    os << r.nonfinite_o << " O and " << r.nonfinite_lse
+       << " LSE elements are NaN or Inf (first: " << r.first_nonfinite << ")";
+    r.first_failure = os.str();
   }
   return r;
 }

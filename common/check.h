@@ -42,8 +42,13 @@ struct CheckResult {
   double lse_max_err = 0;  // max |lse - ref| over rows where both are finite
   int64_t bad_o = 0;       // O elements outside tolerance (NaN included)
   int64_t bad_lse = 0;
-  int64_t unwritten = 0;      // O or LSE elements still holding the poison pattern
-  std::string first_failure;  // one line naming the first bad element, empty when passed
+  int64_t unwritten = 0;  // O or LSE elements still holding the poison pattern
+  // O elements that are NaN or +-Inf, and LSE elements that are NaN, +Inf, or -Inf where the
+  // reference is finite (poison excluded): a blown-up softmax, reported as such.
+  int64_t nonfinite_o = 0;
+  int64_t nonfinite_lse = 0;
+  std::string first_nonfinite;  // "O[b=0,h=1,i=3,d=0] = nan", empty when there is none
+  std::string first_failure;    // one line naming the first bad element, empty when passed
 };
 
 CheckResult check_outputs(const Problem& p, const std::vector<Bits16>& o,

@@ -1,11 +1,49 @@
 #include "common/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <stdexcept>
 
 #include "common/simt/launch.h"
+#include "common/tensor_io.h"
 
 namespace attn {
+
+std::string parse_lengths(const std::string& text, std::vector<int>& out) {
+  out.clear();
+  size_t start = 0;
+  for (int item = 1;; ++item) {
+    const size_t comma = text.find(',', start);
+    const std::string s = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (s.empty()) return "item " + std::to_string(item) + " is empty";
+    int v = 0;
+    const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || ptr != s.data() + s.size() || v < 0)
+      return "'" + s + "' is not a length (a non-negative integer)";
+    out.push_back(v);
+    if (comma == std::string::npos) return "";
+    start = comma + 1;
+  }
+}
+
+namespace {
+
+// Rejects a leading minus sign: CLI11 would otherwise wrap "-1" into a huge unsigned seed.
+const CLI::Validator kNonNegative(
+    [](std::string& s) {
+      return s.find_first_not_of(" \t") != std::string::npos && s[s.find_first_not_of(" \t")] == '-'
+                 ? std::string("must not be negative")
+                 : std::string();
+    },
+    "NONNEGATIVE");
+
+std::string lengths_str(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace
 
 CliResult parse_cli(int argc, const char* const* argv, const std::string& program, Options& out) {
   CLI::App app{program +
@@ -14,7 +52,7 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
                program};
   Problem& p = out.problem;
   int seq = 0;
-  std::string dtype = "fp16";
+  std::string dtype = "fp16", seqlens_k, seqlens_q;
   float scale = 0;
   app.add_option("--backend", out.backend, "auto (GPU if present, else CPU) | gpu | cpu")
       ->check(CLI::IsMember({"auto", "gpu", "cpu"}));
@@ -26,20 +64,28 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
   app.add_option("--seq", seq, "query and key length (sets both)");
   app.add_option("--dim", p.dim, "head dimension")->capture_default_str();
   app.add_option("--dtype", dtype, "fp16 | bf16")->check(CLI::IsMember({"fp16", "bf16"}));
-  app.add_flag("--causal", p.causal, "causal mask, bottom-right aligned when Sq != Sk");
-  app.add_option("--seqlens-k", p.seqlens_k, "per-batch key lengths, comma separated")
-      ->delimiter(',');
+  app.add_flag("--causal", p.causal,
+               "causal mask, bottom-right aligned per batch when query and key lengths differ");
+  app.add_option("--seqlens-k", seqlens_k, "per-batch key lengths, comma separated");
+  app.add_option("--seqlens-q", seqlens_q,
+                 "per-batch query lengths, comma separated (rows past one: O = 0, LSE = -inf)");
   app.add_option("--dropout", p.dropout, "dropout probability on P, in [0, 1)");
   app.add_option("--seed", p.seed, "seed of the inputs and of the dropout mask")
+      ->check(kNonNegative)
       ->capture_default_str();
   app.add_option("--scale", scale, "softmax scale (default 1/sqrt(dim))");
-  app.add_option("--iters", out.iters, "timed iterations (the median is reported)")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
-  app.add_option("--warmup", out.warmup, "untimed iterations before timing")
-      ->check(CLI::Range(0, 1000000))
-      ->capture_default_str();
+  app.add_option("--iters", out.iters,
+                 "timed iterations, the median is reported (default: 5 on a GPU, 1 on the CPU)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--warmup", out.warmup,
+                 "untimed iterations before timing (default: 1 on a GPU, 0 on the CPU)")
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--csv", out.csv, "append a result row to this CSV file");
+  app.add_option("--load", out.load,
+                 "read q, k, v (and seqlens_q/seqlens_k) from this .safetensors file; the shape "
+                 "comes from the tensors");
+  app.add_option("--save", out.save,
+                 "write q, k, v, o, lse (and the lengths) to this .safetensors file");
   app.add_flag("!--no-check", out.check, "skip the FP64 reference check");
   app.add_option("--schedule", out.schedule,
                  "CPU backend: order fibers run in between sync points: forward | reverse | "
@@ -55,21 +101,70 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
     if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
     return {2, program + ": " + what + " (see --help)"};
   }
+  auto refuse = [&](const std::string& why) { return CliResult{2, program + ": " + why}; };
   if (seq != 0 || app.count("--seq")) {
     if (app.count("--seqlen-q") || app.count("--seqlen-k"))
-      return {2, program + ": --seq sets both lengths; do not combine it with --seqlen-q/-k"};
+      return refuse("--seq sets both lengths; do not combine it with --seqlen-q/-k");
     p.seqlen_q = p.seqlen_k = seq;
   }
   p.dtype = *parse_dtype(dtype);
   if (app.count("--scale")) p.scale = scale;
   if (app.count("--heads-kv") && p.heads_kv < 1)
-    return {2, program + ": --heads-kv " + std::to_string(p.heads_kv) + ": must be at least 1"};
+    return refuse("--heads-kv " + std::to_string(p.heads_kv) + ": must be at least 1");
+  for (auto [flag, text, lens] : {std::tuple{"--seqlens-k", &seqlens_k, &p.seqlens_k},
+                                  std::tuple{"--seqlens-q", &seqlens_q, &p.seqlens_q}})
+    if (app.count(flag))
+      if (const std::string why = parse_lengths(*text, *lens); !why.empty())
+        return refuse(std::string(flag) + " " + *text + ": " + why);
   try {
     simt::parse_schedule(out.schedule);
   } catch (const std::invalid_argument& e) {
-    return {2, program + ": --schedule: " + e.what()};
+    return refuse(std::string("--schedule: ") + e.what());
   }
-  if (const std::string why = validate(p); !why.empty()) return {2, program + ": " + why};
+
+  // --load: the shape comes from the file's tensors; a flag may repeat it but not contradict it.
+  if (!out.load.empty()) {
+    Problem f = p;
+    if (const std::string why = read_problem(out.load, f); !why.empty())
+      return refuse("--load " + out.load + ": " + why);
+    const std::string in_file = " but " + out.load + " has ";
+    auto differs = [&](const char* flag, int given, int file, const char* what) {
+      return app.count(flag) && given != file ? std::string(flag) + " " + std::to_string(given) +
+                                                    in_file + what + " " + std::to_string(file)
+                                              : std::string();
+    };
+    for (const std::string& why : {differs("--batch", p.batch, f.batch, "batch"),
+                                   differs("--heads", p.heads, f.heads, "heads"),
+                                   differs("--heads-kv", p.kv_heads(), f.kv_heads(), "heads_kv"),
+                                   differs("--seqlen-q", p.seqlen_q, f.seqlen_q, "seqlen_q"),
+                                   differs("--seqlen-k", p.seqlen_k, f.seqlen_k, "seqlen_k"),
+                                   differs("--seq", p.seqlen_q, f.seqlen_q, "seqlen_q"),
+                                   differs("--seq", p.seqlen_k, f.seqlen_k, "seqlen_k"),
+                                   differs("--dim", p.dim, f.dim, "dim")})
+      if (!why.empty()) return refuse(why + " (the shape comes from the file; drop the flag)");
+    if (app.count("--dtype") && p.dtype != f.dtype)
+      return refuse("--dtype " + dtype + in_file + dtype_name(f.dtype) +
+                    " tensors (the dtype comes from the file; drop the flag)");
+    for (auto [flag, given, file] : {std::tuple{"--seqlens-k", &p.seqlens_k, &f.seqlens_k},
+                                     std::tuple{"--seqlens-q", &p.seqlens_q, &f.seqlens_q}}) {
+      if (file->empty()) {
+        *file = *given;  // the file has none: the flag supplies them
+      } else if (app.count(flag) && *given != *file) {
+        return refuse(std::string(flag) + " " + lengths_str(*given) + in_file + lengths_str(*file) +
+                      " (drop the flag)");
+      }
+    }
+    p = f;
+  }
+  if (const std::string why = validate(p); !why.empty()) return refuse(why);
+
+  // Output files are checked now, so that a bad path fails before any work.
+  for (auto [flag, path] : {std::pair{"--csv", &out.csv}, std::pair{"--save", &out.save}})
+    if (!path->empty())
+      if (const std::string why = check_output_path(*path); !why.empty())
+        return refuse(std::string(flag) + " " + *path + ": " + why);
+  if (!out.load.empty() && out.load == out.save)
+    return refuse("--save " + out.save + ": would overwrite the --load file while reading it");
   return {};
 }
 

@@ -1,6 +1,7 @@
 // The command line every step shares (the flags listed in ARCHITECTURE.md).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "common/problem.h"
@@ -11,12 +12,24 @@ struct Options {
   Problem problem;
   std::string backend = "auto";      // auto | gpu | cpu
   std::string schedule = "forward";  // CPU backend fiber order: forward | reverse | random[:SEED]
-  int iters = 5;
-  int warmup = 1;
-  std::string csv;  // append a result row here when set
+  // -1: the backend's default, 5 timed runs after 1 warm-up on a GPU; 1 timed run and no warm-up
+  // on the CPU backend, where a run measures the emulator and can take minutes.
+  int iters = -1;
+  int warmup = -1;
+  std::string csv;   // append a result row here when set
+  std::string load;  // take q, k, v (and per-batch lengths) from this safetensors file
+  std::string save;  // write q, k, v, o, lse to this safetensors file
   bool check = true;
   bool quiet = false;
+  // Where notes go as soon as they are known (the backend chosen, a long check ahead), and whether
+  // to show progress of long CPU runs; unset (tests): notes end up in RunOutcome::message.
+  std::function<void(const std::string&)> notice;
+  bool show_progress = false;
 };
+
+// Parses "3,0,17" into lengths; an empty item, a sign or anything not a number is refused.
+// Returns "" or the reason.
+std::string parse_lengths(const std::string& text, std::vector<int>& out);
 
 struct CliResult {
   int exit_code = -1;   // -1: go on and run; 0: --help printed; 2: invalid input

@@ -1,13 +1,22 @@
 #include "common/harness.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <exception>
 #include <iostream>
+#include <mutex>
 
 #include "common/check.h"
+#include "common/memory.h"
 #include "common/reference.h"
 #include "common/simt/launch.h"
+#include "common/tensor_io.h"
 #include "common/tensors.h"
 
 namespace attn {
@@ -40,6 +49,86 @@ RunOutcome invalid(const std::string& why) {
   return r;
 }
 
+// Blocks done, elapsed and an estimate of the rest, on one rewritten stderr line, for a kernel
+// launch on the CPU backend that runs longer than a couple of seconds. Installed only when stderr
+// is a terminal.
+class Progress {
+ public:
+  explicit Progress(std::string step) : step_(std::move(step)) {
+    simt::set_progress_hook([this](uint64_t started, uint64_t total) { update(started, total); });
+  }
+  ~Progress() {
+    simt::set_progress_hook({});
+    clear();
+  }
+  // Erases the progress line (before other output).
+  void clear() {
+    std::lock_guard lock(mutex_);
+    if (shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void update(uint64_t started, uint64_t total) {
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return;  // another worker is printing; one line is enough
+    const auto now = Clock::now();
+    if (started <= 1 || total != total_ || started < last_started_) start_ = now;  // a new launch
+    total_ = total;
+    last_started_ = started;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    if (elapsed < 2.0 || now - printed_ < std::chrono::milliseconds(500)) return;
+    printed_ = now;
+    const double left = elapsed / double(started) * double(total - started);
+    std::fprintf(stderr,
+                 "\r\033[K%s: CPU backend, block %llu of %llu, %.0f s elapsed, about %.0f s left",
+                 step_.c_str(), static_cast<unsigned long long>(started),
+                 static_cast<unsigned long long>(total), elapsed, left);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  std::string step_;
+  std::mutex mutex_;
+  Clock::time_point start_ = Clock::now(), printed_{};
+  uint64_t total_ = 0, last_started_ = 0;
+  bool shown_ = false;
+};
+
+// Scores |scale * q.k| reach at most |scale| * dim * max|q| * max|k|; the kernels also multiply
+// them by log2(e) and subtract the row maximum, so twice that must stay finite in FP32. Returns ""
+// or why the scale is refused.
+std::string check_scale(const Problem& p, const HostInputs& in) {
+  auto max_abs = [&](const std::vector<Bits16>& t) {
+    double m = 0;
+    for (Bits16 x : t) m = std::max(m, double(std::fabs(from_bits(x, p.dtype))));
+    return m;
+  };
+  const double bound = std::fabs(double(p.softmax_scale())) * p.dim * max_abs(in.q) * max_abs(in.k);
+  if (bound * 2 * 1.4427 <= FLT_MAX) return "";
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "--scale %g: scores reach %.3g for these inputs (|scale| * dim * max|q| * max|k|), "
+                "beyond what FP32 softmax arithmetic can hold (%.3g); use |scale| <= %.3g",
+                double(p.softmax_scale()), bound, double(FLT_MAX),
+                std::fabs(double(p.softmax_scale())) * FLT_MAX / (bound * 2 * 1.4427));
+  return buf;
+}
+
+// A loaded tensor holding NaN or Inf has no attention to check against: refused.
+std::string check_finite(const Problem& p, const HostInputs& in) {
+  for (auto [name, t] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}})
+    for (size_t x = 0; x < t->size(); ++x)
+      if (!std::isfinite(from_bits((*t)[x], p.dtype)))
+        return std::string("tensor '") + name + "' holds NaN or Inf (first at flat index " +
+               std::to_string(x) + ")";
+  return "";
+}
+
+// The FP64 reference costs about 4 * dim FLOP per visible score; past this it takes long enough
+// on a CPU to be worth a note (Eigen reaches roughly 1 to 5 GFLOP/s per core in FP64 here).
+constexpr double kLongCheckFlops = 5e10;
+
 }  // namespace
 
 DeviceProblem::DeviceProblem(Backend& be, const Problem& p, const HostInputs& in) : be_(be) {
@@ -63,6 +152,11 @@ DeviceProblem::DeviceProblem(Backend& be, const Problem& p, const HostInputs& in
     void* lens = alloc(p.seqlens_k.size() * sizeof(int), "seqlens_k");
     be.upload(lens, p.seqlens_k.data(), p.seqlens_k.size() * sizeof(int));
     a.seqlens_k = static_cast<const int*>(lens);
+  }
+  if (!p.seqlens_q.empty()) {
+    void* lens = alloc(p.seqlens_q.size() * sizeof(int), "seqlens_q");
+    be.upload(lens, p.seqlens_q.data(), p.seqlens_q.size() * sizeof(int));
+    a.seqlens_q = static_cast<const int*>(lens);
   }
   a.batch = p.batch;
   a.heads = p.heads;
@@ -88,8 +182,8 @@ void* DeviceProblem::alloc(size_t bytes, const char* label) {
 
 void DeviceProblem::download(std::vector<Bits16>& o, std::vector<float>& lse) const {
   const int64_t rows = int64_t(params_.batch) * params_.heads * params_.seqlen_q;
-  o.resize(rows * params_.dim);
-  lse.resize(rows);
+  host_resize(o, rows * params_.dim, "O (host copy)");
+  host_resize(lse, rows, "LSE (host copy)");
   be_.download(o.data(), params_.o, o.size() * sizeof(Bits16));
   be_.download(lse.data(), params_.lse, lse.size() * sizeof(float));
 }
@@ -101,6 +195,13 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
       std::find(step.head_dims.begin(), step.head_dims.end(), p.dim) == step.head_dims.end())
     return invalid(step.name + ": --dim " + std::to_string(p.dim) +
                    ": this step supports head dims " + join(step.head_dims));
+  // Notes go out at once when there is somewhere to print them, else with the outcome.
+  auto note = [&](const std::string& line) {
+    if (opt.notice)
+      opt.notice(line);
+    else
+      out.message += (out.message.empty() ? "" : "\n") + line;
+  };
 
   // Pick the backend.
   std::unique_ptr<Backend> be;
@@ -111,8 +212,7 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     else
       be = make_gpu_backend(why_not);
     if (!be && opt.backend == "gpu") return invalid(step.name + ": --backend gpu: " + why_not);
-    if (!be && step.gpu != nullptr)
-      out.message = "note: " + why_not + "; running on the CPU backend";
+    if (!be && step.gpu != nullptr) note("note: " + why_not + "; running on the CPU backend");
   }
   if (!be && step.cpu == nullptr)
     return invalid(step.name + (opt.backend == "cpu" ? ": --backend cpu" : "") +
@@ -123,11 +223,16 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
   }
   const bool on_gpu = be->name() == "gpu";
   const StepFn run = on_gpu ? step.gpu : step.cpu;
+  // On the CPU a run measures the emulator, not a GPU, and may take minutes: one is enough.
+  const int iters = opt.iters >= 1 ? opt.iters : (on_gpu ? 5 : 1);
+  const int warmup = opt.warmup >= 0 ? opt.warmup : (on_gpu ? 1 : 0);
+  std::unique_ptr<Progress> progress;
+  if (!on_gpu && opt.show_progress) progress = std::make_unique<Progress>(step.name);
 
   ResultRow& row = out.row;
   row.step = step.name;
   row.problem = p;
-  row.iters = opt.iters;
+  row.iters = iters;
   row.commit = build_commit();
   row.toolkit = cuda_toolkit_version();
   row.timestamp = now_utc();
@@ -138,32 +243,60 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     row.sm_clock_mhz = be->sm_clock_mhz();
     row.schedule = on_gpu ? "" : opt.schedule;
 
-    const HostInputs in = make_inputs(p);
+    HostInputs in;
+    if (opt.load.empty()) {
+      in = make_inputs(p);
+    } else {
+      if (std::string why = load_inputs(opt.load, p, in); !why.empty())
+        return invalid(step.name + ": --load " + opt.load + ": " + why);
+      if (std::string why = check_finite(p, in); !why.empty())
+        return invalid(step.name + ": --load " + opt.load + ": " + why);
+    }
+    if (std::string why = check_scale(p, in); !why.empty()) return invalid(step.name + ": " + why);
     const DeviceProblem dev(*be, p, in);
     const AttentionParams& params = dev.params();
     RunContext ctx(*be);
+
+    if (opt.check && p.flops() > kLongCheckFlops)
+      note("note: the FP64 reference check needs " + std::to_string(int64_t(p.flops() / 1e9)) +
+           " GFLOP on the CPU, which can take minutes; --no-check skips it");
 
     // The checked run: outputs start poisoned, so anything left unwritten is caught.
     ctx.verify = true;
     be->time_ms([&] { run(params, ctx); });
     ctx.verify = false;
-    if (opt.check) {
+    if (opt.check || !opt.save.empty()) {
       std::vector<Bits16> o;
       std::vector<float> lse;
       dev.download(o, lse);
-      row.checked = true;
-      row.check = check_outputs(p, o, lse, reference_attention(p, in));
+      if (!opt.save.empty()) {
+        try {
+          save_tensors(opt.save, step.name, p, in, o, lse);
+        } catch (const std::runtime_error& e) {
+          return invalid(step.name + ": --save " + opt.save + ": " + e.what());
+        }
+      }
+      if (opt.check) {
+        row.checked = true;
+        row.check = check_outputs(p, o, lse, reference_attention(p, in));
+      }
     }
 
-    for (int i = 0; i < opt.warmup; ++i) be->time_ms([&] { run(params, ctx); });
+    for (int i = 0; i < warmup; ++i) be->time_ms([&] { run(params, ctx); });
     std::vector<double> times;
-    for (int i = 0; i < opt.iters; ++i) {
+    for (int i = 0; i < iters; ++i) {
       be->flush_l2();  // every timed run starts with cold L2, outside the timed window
       times.push_back(be->time_ms([&] { run(params, ctx); }));
     }
     row.time_ms = median(times);
     row.tflops = row.time_ms > 0 ? p.flops() / (row.time_ms * 1e-3) / 1e12 : 0;
     out.ran = true;
+  } catch (const OutOfMemory& e) {
+    return invalid(step.name + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    return invalid(step.name + ": out of host memory (an allocation failed; " +
+                   format_bytes(double(host_memory_available())) +
+                   " available): make the problem smaller");
   } catch (const std::exception& e) {
     out.exit_code = 1;
     out.message = step.name + ": " + e.what();
@@ -184,6 +317,8 @@ int step_main(int argc, char** argv, const StepInfo& step) {
     std::cerr << cli.message << "\n";
     return cli.exit_code;
   }
+  opt.notice = [](const std::string& line) { std::cerr << line << "\n"; };
+  opt.show_progress = isatty(STDERR_FILENO) != 0;
   const RunOutcome r = run_step(step, opt);
   if (!r.message.empty()) std::cerr << r.message << "\n";
   if (!r.ran) return r.exit_code;

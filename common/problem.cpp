@@ -22,8 +22,7 @@ int64_t Problem::lse_elements() const {
 int64_t Problem::visible_pairs() const {
   int64_t pairs = 0;
   for (int b = 0; b < batch; ++b) {
-    const int len_k = key_length(b);
-    for (int i = 0; i < seqlen_q; ++i) pairs += visible_keys_end(i, seqlen_q, len_k, causal);
+    for (int i = 0; i < query_length(b); ++i) pairs += row_keys_end(b, i);
   }
   return pairs * heads;
 }
@@ -51,6 +50,10 @@ std::string Problem::describe() const {
   if (!seqlens_k.empty()) {
     os << " seqlens_k=";
     for (size_t b = 0; b < seqlens_k.size(); ++b) os << (b ? "," : "") << seqlens_k[b];
+  }
+  if (!seqlens_q.empty()) {
+    os << " seqlens_q=";
+    for (size_t b = 0; b < seqlens_q.size(); ++b) os << (b ? "," : "") << seqlens_q[b];
   }
   if (dropout > 0) os << " dropout=" << dropout;
   if (scale) os << " scale=" << *scale;
@@ -94,6 +97,15 @@ std::string validate(const Problem& p) {
       if (len < 0 || len > p.seqlen_k)
         return "--seqlens-k " + std::to_string(len) +
                ": each key length must be in [0, seqlen_k=" + std::to_string(p.seqlen_k) + "]";
+  }
+  if (!p.seqlens_q.empty()) {
+    if (static_cast<int>(p.seqlens_q.size()) != p.batch)
+      return "--seqlens-q: expected " + std::to_string(p.batch) +
+             " query lengths (one per batch), got " + std::to_string(p.seqlens_q.size());
+    for (int len : p.seqlens_q)
+      if (len < 0 || len > p.seqlen_q)
+        return "--seqlens-q " + std::to_string(len) +
+               ": each query length must be in [0, seqlen_q=" + std::to_string(p.seqlen_q) + "]";
   }
   if (int64_t(p.batch) * p.heads > 65535)
     return "--batch " + std::to_string(p.batch) + " --heads " + std::to_string(p.heads) +

@@ -22,6 +22,7 @@ struct Problem {
   DType dtype = DType::fp16;
   bool causal = false;
   std::vector<int> seqlens_k;  // empty, or one key length per batch, each in [0, seqlen_k]
+  std::vector<int> seqlens_q;  // empty, or one query length per batch, each in [0, seqlen_q]
   float dropout = 0.0f;
   uint64_t seed = 0;
   std::optional<float> scale;  // default 1/sqrt(dim)
@@ -29,6 +30,11 @@ struct Problem {
   int kv_heads() const { return heads_kv == 0 ? heads : heads_kv; }
   float softmax_scale() const;
   int key_length(int b) const { return seqlens_k.empty() ? seqlen_k : seqlens_k[b]; }
+  int query_length(int b) const { return seqlens_q.empty() ? seqlen_q : seqlens_q[b]; }
+  // Keys row i of batch b sees (as attn::row_keys_end for the kernels).
+  int row_keys_end(int b, int i) const {
+    return i < query_length(b) ? visible_keys_end(i, query_length(b), key_length(b), causal) : 0;
+  }
   int64_t q_elements() const;   // also O
   int64_t kv_elements() const;  // each of K and V
   int64_t lse_elements() const;

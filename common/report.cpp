@@ -104,6 +104,9 @@ std::string format_result(const ResultRow& r) {
     os << ", check skipped (--no-check)";
   } else {
     const Tolerance t = tolerance_for(r.problem.dtype);
+    if (r.check.nonfinite_o + r.check.nonfinite_lse > 0)  // max|err| covers finite values only
+      os << ", " << r.check.nonfinite_o << " O and " << r.check.nonfinite_lse
+         << " LSE elements NaN or Inf";
     os << ", max|O-ref| " << num(r.check.max_abs_err, 3) << " (tol " << t.atol << " + " << t.rtol
        << "*|ref|), max|LSE-ref| " << num(r.check.lse_max_err, 3) << ": check "
        << (r.check.passed ? "PASSED" : "FAILED");

@@ -6,6 +6,8 @@
 #include <Random123/philox.h>
 #include <Random123/uniform.hpp>
 
+#include "common/memory.h"
+
 namespace attn {
 
 Bits16 to_bits(float x, DType t) {
@@ -27,8 +29,9 @@ float from_bits(Bits16 b, DType t) {
 namespace {
 
 // Fills `out` with 0.5 + U(-1, 1), rounded to `t`. `stream` separates Q, K and V.
-void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, DType t) {
-  out.resize(n);
+void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, DType t,
+          const char* label) {
+  host_resize(out, n, label);
   r123::Philox4x32 rng;
   const r123::Philox4x32::key_type key = {
       {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
@@ -45,9 +48,9 @@ void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, D
 
 HostInputs make_inputs(const Problem& p) {
   HostInputs in;
-  fill(in.q, p.q_elements(), 1, p.seed, p.dtype);
-  fill(in.k, p.kv_elements(), 2, p.seed, p.dtype);
-  fill(in.v, p.kv_elements(), 3, p.seed, p.dtype);
+  fill(in.q, p.q_elements(), 1, p.seed, p.dtype, "Q (host)");
+  fill(in.k, p.kv_elements(), 2, p.seed, p.dtype, "K (host)");
+  fill(in.v, p.kv_elements(), 3, p.seed, p.dtype, "V (host)");
   return in;
 }
 

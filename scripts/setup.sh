@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a Debian machine with the CUDA toolkit, if it is missing:
 # the build tools and libraries (Debian packages) and, with --python, a project-local virtual
-# environment (.venv) with matplotlib for the chart. Safe to run again: it installs only what is
-# missing.
+# environment (.venv) with matplotlib for the chart, numpy and safetensors for the tensor-file
+# tests, and, when ATTN_WITH_TORCH=1, PyTorch for the SDPA gate (scripts/check_sdpa.py; several GB
+# with its CUDA libraries, hence opt-in). Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ git libeigen3-dev catch2 libcli11-dev librandom123-dev
-          libboost-context-dev python3-venv)
+          libboost-context-dev nlohmann-json3-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,15 +32,20 @@ fi
 
 if [ "${1:-}" = "--python" ]; then
   have() { .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('$1') is None)" 2>/dev/null; }
-  if [ ! -x .venv/bin/python ] || ! have matplotlib || ! have cutlass_library ||
+  if [ ! -x .venv/bin/python ] || ! have matplotlib || ! have cutlass_library || ! have numpy ||
+     ! have safetensors ||
      ! [ -x .venv/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm ]; then
-    echo "setup: creating .venv: matplotlib, nvidia-cutlass (CuTe, the layout oracle), cuobjdump + nvdisasm"
+    echo "setup: creating .venv: matplotlib, numpy, safetensors, nvidia-cutlass (CuTe, the layout oracle), cuobjdump + nvdisasm"
     python3 -m venv .venv
-    .venv/bin/pip install -q --disable-pip-version-check matplotlib
+    .venv/bin/pip install -q --disable-pip-version-check matplotlib numpy safetensors
     # Only CuTe's headers are used (tests/cute_layouts.cpp), so not the package's dependencies.
     .venv/bin/pip install -q --disable-pip-version-check --no-deps nvidia-cutlass
     # cuobjdump and nvdisasm, for the kernel report's PTX and SASS (scripts/kernel_report.py).
     .venv/bin/pip install -q --disable-pip-version-check --no-deps nvidia-cuda-cuobjdump \
       nvidia-cuda-nvdisasm
+  fi
+  if [ "${ATTN_WITH_TORCH:-0}" = 1 ] && ! have torch; then
+    echo "setup: ATTN_WITH_TORCH=1: installing torch into .venv (the PyTorch SDPA gate)"
+    .venv/bin/pip install -q --disable-pip-version-check torch
   fi
 fi

@@ -75,7 +75,7 @@ void streaming_attention(const AttentionParams& p, attn::RunContext& ctx) {
         for (int i = 0; i < Sq; ++i) {
           const int64_t row = (int64_t(b) * p.heads + h) * Sq + i;
           for (int d = 0; d < D; ++d) q[d] = attn::from_bits(q_bits[row * D + d], p.dtype);
-          const int end = attn::visible_keys_end(i, Sq, len_k, p.causal);
+          const int end = attn::row_keys_end(p, b, i);
           auto score = [&](int j) {
             float dot = 0;
             for (int d = 0; d < D; ++d) dot += q[d] * K[int64_t(j) * D + d];

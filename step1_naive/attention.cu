@@ -21,9 +21,8 @@ __global__ void scores_kernel(const AttentionParams p, float* S) {
   if (i >= p.seqlen_q || j >= p.seqlen_k) return;
 
   const int64_t row = (int64_t(b) * p.heads + h) * p.seqlen_q + i;
-  const int len_k = attn::key_length(p, b);
-  float s = -INFINITY;  // masked: padding, or a future key under the causal mask
-  if (j < attn::visible_keys_end(i, p.seqlen_q, len_k, p.causal)) {
+  float s = -INFINITY;  // masked: padding (keys or queries), or a future key under the causal mask
+  if (j < attn::row_keys_end(p, b, i)) {
     const T* q = static_cast<const T*>(p.q) + row * p.dim;
     const T* k = static_cast<const T*>(p.k) +
                  ((int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k + j) * p.dim;

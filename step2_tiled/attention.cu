@@ -41,7 +41,7 @@ __global__ void scores_kernel(const AttentionParams p, float* S) {
   __syncthreads();
 
   if (i >= p.seqlen_q) return;  // after the barrier: every thread helped load the tiles
-  const int end = attn::visible_keys_end(i, p.seqlen_q, attn::key_length(p, b), p.causal);
+  const int end = attn::row_keys_end(p, b, i);
 #pragma unroll
   for (int k = 0; k < Bc / kThreadsPerRow; ++k) {
     const int c = t + k * kThreadsPerRow, j = j0 + c;

@@ -40,11 +40,10 @@ __global__ void attention_kernel(const AttentionParams p) {
 
   // Keys this row sees, and keys any row of the block sees: the block's last row sees the most,
   // so tiles at or past its end (above the causal diagonal, or past the batch's key length) are
-  // skipped entirely. Rows past seqlen_q see nothing but still help load the tiles.
-  const int len_k = attn::key_length(p, b);
-  const int end = i < p.seqlen_q ? attn::visible_keys_end(i, p.seqlen_q, len_k, p.causal) : 0;
-  const int last_row = min(i0 + Br, p.seqlen_q) - 1;
-  const int block_end = attn::visible_keys_end(last_row, p.seqlen_q, len_k, p.causal);
+  // skipped entirely. Rows past the batch's query length (--seqlens-q) see nothing but still help
+  // load the tiles; a block made only of such rows loads none and writes O = 0, LSE = -inf.
+  const int end = attn::row_keys_end(p, b, i);
+  const int block_end = attn::tile_keys_end(p, b, i0, Br);
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
   online_softmax::State<float> state = online_softmax::init<float>();

@@ -106,14 +106,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       static_cast<const T*>(p.v) + (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k * D;
 
   // Keys each of this lane's two rows sees, and keys any row of the block sees (see step 3).
-  const int len_k = attn::key_length(p, b);
   int end[2];
-  for (int half = 0; half < 2; ++half) {
-    const int i = i0 + warp * 16 + g + 8 * half;
-    end[half] = i < p.seqlen_q ? attn::visible_keys_end(i, p.seqlen_q, len_k, p.causal) : 0;
-  }
-  const int last_row = min(i0 + Br, p.seqlen_q) - 1;
-  const int block_end = attn::visible_keys_end(last_row, p.seqlen_q, len_k, p.causal);
+  for (int half = 0; half < 2; ++half)
+    end[half] = attn::row_keys_end(p, b, i0 + warp * 16 + g + 8 * half);
+  const int block_end = attn::tile_keys_end(p, b, i0, Br);
   const int n_tiles = (block_end + Bc - 1) / Bc;
   // Tiles every row of the block sees in full need no mask: the block's first row sees the
   // fewest keys (rows past seqlen_q see more, but nothing of theirs is written).

@@ -1,7 +1,8 @@
 // The test matrix every step passes (DEVELOPERS.md): dtypes fp16/bf16; head dims 64, 80, 96, 128;
 // seqlens 1, 17, 129, 1000 and Sq != Sk; causal; per-batch key lengths (one of them 0); GQA;
-// dropout; a custom scale. Each problem mixes several features; together they cover every
-// feature in both dtypes and every head dim, with shapes that are not multiples of any tile.
+// dropout; a custom scale; per-batch query lengths (one of them 0), causal ones aligned per batch.
+// Each problem mixes several features; together they cover every feature in both dtypes and every
+// head dim, with shapes that are not multiples of any tile.
 #pragma once
 
 #include <vector>
@@ -28,6 +29,12 @@ inline attn::Problem make(int batch, int heads, int heads_kv, int sq, int sk, in
   return p;
 }
 
+// p with per-batch query lengths (--seqlens-q).
+inline attn::Problem with_seqlens_q(attn::Problem p, std::vector<int> seqlens_q) {
+  p.seqlens_q = std::move(seqlens_q);
+  return p;
+}
+
 inline std::vector<attn::Problem> matrix() {
   using attn::DType;
   const DType f16 = DType::fp16, b16 = DType::bf16;
@@ -50,6 +57,12 @@ inline std::vector<attn::Problem> matrix() {
       make(1, 1, 1, 1000, 1000, 128, b16, false, {}, 0.1f),
       make(2, 2, 2, 100, 1000, 80, f16, false, {1000, 999}),
   };
+  // Per-batch query lengths: padding rows and whole padding tiles, an empty batch, causal masks
+  // aligned to each batch's own lengths, and with key lengths too.
+  m.push_back(with_seqlens_q(make(3, 2, 1, 65, 100, 64, f16, true, {100, 30, 0}), {65, 10, 40}));
+  m.push_back(with_seqlens_q(make(2, 2, 2, 129, 129, 128, b16, false), {0, 77}));
+  m.push_back(with_seqlens_q(make(2, 3, 1, 150, 90, 96, f16, true, {}, 0.1f), {1, 149}));
+  m.push_back(with_seqlens_q(make(1, 2, 2, 100, 40, 80, b16, true), {33}));
   attn::Problem scaled = make(1, 2, 2, 40, 60, 96, b16, true);
   scaled.scale = 0.3f;
   m.push_back(scaled);

@@ -44,6 +44,16 @@ TEST_CASE("each invalid input is rejected with a message naming its flag", "[pro
          p.seqlens_k = {3, 17};
        },
        "--seqlens-k 17"},
+      {"query lengths count",
+       [](Problem& p) {
+         p.seqlens_q = {3, 4, 5};
+       },
+       "expected 2 query lengths"},
+      {"query lengths range",
+       [](Problem& p) {
+         p.seqlens_q = {0, 17};
+       },
+       "--seqlens-q 17"},
       {"too large", [](Problem& p) { p.heads = 8, p.seqlen_q = 1 << 20, p.dim = 256; },
        "too large"},
       {"grid", [](Problem& p) { p.batch = 1 << 14, p.heads = 8; }, "at most 65535"},
@@ -82,6 +92,45 @@ TEST_CASE("causal masking is aligned bottom-right", "[problem]") {
   // Not causal: every key of the batch.
   CHECK(attn::visible_keys_end(0, 5, 2, false) == 2);
   CHECK(attn::visible_keys_end(0, 5, 0, false) == 0);
+}
+
+TEST_CASE("per-batch query lengths: padding rows see nothing, causal aligns per batch",
+          "[problem]") {
+  attn::AttentionParams a{};
+  const int q_lens[] = {3, 0, 5}, k_lens[] = {5, 4, 2};
+  a.seqlens_q = q_lens;
+  a.seqlens_k = k_lens;
+  a.seqlen_q = 8;
+  a.seqlen_k = 6;
+  a.causal = true;
+  // Batch 0: 3 queries, 5 keys: rows see 3, 4, 5 keys (the diagonal ends at its own corner).
+  CHECK(attn::row_keys_end(a, 0, 0) == 3);
+  CHECK(attn::row_keys_end(a, 0, 2) == 5);
+  CHECK(attn::row_keys_end(a, 0, 3) == 0);  // padding row
+  CHECK(attn::row_keys_end(a, 1, 0) == 0);  // no queries at all
+  // Batch 2: 5 queries, 2 keys: rows 0..2 see nothing, rows 3, 4 see 1, 2.
+  CHECK(attn::row_keys_end(a, 2, 2) == 0);
+  CHECK(attn::row_keys_end(a, 2, 4) == 2);
+  // A tile's keys are those of its last real row; a tile of padding rows needs none.
+  CHECK(attn::tile_keys_end(a, 0, 0, 64) == 5);
+  CHECK(attn::tile_keys_end(a, 0, 0, 2) == 4);
+  CHECK(attn::tile_keys_end(a, 0, 3, 64) == 0);
+  CHECK(attn::tile_keys_end(a, 1, 0, 64) == 0);
+  a.causal = false;
+  CHECK(attn::row_keys_end(a, 0, 1) == 5);
+  CHECK(attn::row_keys_end(a, 0, 4) == 0);
+  // The host-side Problem agrees.
+  Problem p;
+  p.batch = 3;
+  p.seqlen_q = 8;
+  p.seqlen_k = 6;
+  p.seqlens_q = {3, 0, 5};
+  p.seqlens_k = {5, 4, 2};
+  p.causal = true;
+  p.heads = 1;
+  p.dim = 1;
+  CHECK(p.row_keys_end(2, 4) == 2);
+  CHECK(p.visible_pairs() == (3 + 4 + 5) + 0 + (1 + 2));
 }
 
 TEST_CASE("FLOP count: 4 * D per visible (i, j) pair", "[problem][flops]") {

@@ -19,13 +19,13 @@ attn::Reference brute_force(const Problem& p, const attn::HostInputs& in) {
   const int D = p.dim, Hkv = p.kv_heads();
   for (int b = 0; b < p.batch; ++b)
     for (int h = 0; h < p.heads; ++h)
-      for (int i = 0; i < p.seqlen_q; ++i) {
+      for (int i = 0; i < p.query_length(b); ++i) {
         const int hk = h * Hkv / p.heads;
         std::vector<long double> s(p.seqlen_k, -INFINITY);
         long double mx = -INFINITY;
         for (int j = 0; j < p.seqlen_k; ++j) {
           const int len = p.key_length(b);
-          const bool visible = j < len && (!p.causal || j <= i + (len - p.seqlen_q));
+          const bool visible = j < len && (!p.causal || j <= i + (len - p.query_length(b)));
           if (!visible) continue;
           long double dot = 0;
           for (int d = 0; d < D; ++d)
@@ -97,6 +97,31 @@ TEST_CASE("reference matches brute force: per-batch key lengths, including 0", "
   p.seqlens_k = {0, 4};
   compare(p);
   p.causal = true;
+  compare(p);
+}
+
+TEST_CASE("reference matches brute force: per-batch query lengths, including 0", "[reference]") {
+  Problem p = tiny();
+  p.seqlens_q = {3, 0};
+  compare(p);
+  p.causal = true;  // aligned bottom-right at (3, 7) for batch 0
+  compare(p);
+  p.seqlens_k = {2, 7};  // batch 0: 3 queries, 2 keys: row 0 sees nothing
+  p.seqlens_q = {3, 5};
+  compare(p);
+}
+
+TEST_CASE("reference matches brute force across its row and key tiles", "[reference]") {
+  // 64 query rows and 512 keys per tile: 130 rows and 1100 keys make partial tiles of both, and
+  // the softmax of a row is combined across three key tiles (with dropout, causal, lengths).
+  Problem p = tiny();
+  p.seqlen_q = 130;
+  p.seqlen_k = 1100;
+  p.dim = 4;
+  p.causal = true;
+  p.dropout = 0.2f;
+  p.seqlens_q = {130, 70};
+  p.seqlens_k = {1100, 600};
   compare(p);
 }
 

@@ -2,11 +2,13 @@
 // guide and PTX ISA), and its strictness: deadlocks, barrier misuse, races, out-of-bounds writes.
 #include <catch2/catch.hpp>
 // The kernels below are compiled by the host compiler against the SIMT backend.
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "common/kernel.h"
+#include "common/simt/launch.h"
 #include "common/simt/memory.h"
 #include "tests/simt_buffer.h"
 
@@ -148,6 +150,26 @@ TEST_CASE("simt: atomics are exact across blocks running in parallel", "[simt]")
   CHECK(*mx.ptr == 64 * 128 - 1);
   CHECK(*cas.ptr >= 1u);  // exactly one block won
   CHECK(*cas.ptr <= 64u);
+}
+
+TEST_CASE("simt: the progress hook sees every block of a launch start, once", "[simt]") {
+  DeviceBuf<int> counter(1, "counter"), mx(1, "max");
+  DeviceBuf<float> fsum(1, "fsum");
+  DeviceBuf<unsigned> cas(1, "cas");
+  *counter.ptr = 0;
+  std::atomic<uint64_t> calls{0}, max_started{0}, wrong_total{0};
+  simt::set_progress_hook([&](uint64_t started, uint64_t total) {
+    ++calls;
+    if (total != 37) ++wrong_total;
+    for (uint64_t m = max_started; started > m && !max_started.compare_exchange_weak(m, started);) {
+    }
+  });
+  launch(count_up, {dim3(37), dim3(32)}, counter.ptr, fsum.ptr, mx.ptr, cas.ptr);
+  simt::set_progress_hook({});
+  launch(count_up, {dim3(5), dim3(32)}, counter.ptr, fsum.ptr, mx.ptr, cas.ptr);  // no hook
+  CHECK(calls == 37);
+  CHECK(max_started == 37);
+  CHECK(wrong_total == 0);
 }
 
 namespace {

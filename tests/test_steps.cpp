@@ -190,3 +190,43 @@ TEST_CASE("a step's --backend gpu without a device exits 2 with a reason", "[ste
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.message, Catch::Contains("--backend gpu") && Catch::Contains("no CUDA device"));
 }
+
+TEST_CASE("steps 1 and 2: an S/P buffer that cannot fit is refused with its size", "[steps]") {
+  // Sq = Sk = 262144 at H = 1: S/P alone is 256 GiB; it must be refused before anything runs.
+  attn::Options o;
+  o.problem = attn_test::make(1, 1, 1, 262144, 262144, 64, attn::DType::fp16, false);
+  o.backend = "cpu";
+  o.check = false;
+  for (const char* name : {"step1_naive", "step2_tiled"}) {
+    const attn::RunOutcome r = attn::run_step(step_named(name), o);
+    INFO(r.message);
+    CHECK(r.exit_code == 2);
+    CHECK_FALSE(r.ran);
+    CHECK_THAT(r.message, Catch::Contains("out of host memory: S/P"));
+    CHECK_THAT(r.message, Catch::Contains("needs 256.0 GiB but"));
+    CHECK(r.message.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("steps 3 and 4 skip the work of padding query tiles (--seqlens-q)", "[steps]") {
+  // Batch 0 has no queries. Its V is NaN: a kernel that still walked its key tiles would add
+  // P = 0 times NaN into O. Skipped, the tiles leave O = 0 and LSE = -inf exactly.
+  attn::Problem p = attn_test::with_seqlens_q(
+      attn_test::make(2, 2, 2, 70, 90, 64, attn::DType::fp16, false), {0, 70});
+  attn::HostInputs in = attn::make_inputs(p);
+  for (int64_t x = 0; x < int64_t(2) * 90 * 64; ++x) in.v[x] = 0x7E00;  // batch 0, both heads
+  auto be = attn::make_cpu_backend();
+  const attn::DeviceProblem dev(*be, p, in);
+  for (const char* name : {"step3_fused", "step4_tensorcore"}) {
+    INFO(name);
+    attn::RunContext ctx(*be);
+    step_named(name).cpu(dev.params(), ctx);
+    std::vector<attn::Bits16> o;
+    std::vector<float> lse;
+    dev.download(o, lse);
+    int64_t bad = 0;
+    for (int64_t x = 0; x < int64_t(2) * 70 * 64; ++x) bad += o[x] != 0;
+    for (int64_t x = 0; x < int64_t(2) * 70; ++x) bad += lse[x] != -INFINITY;
+    CHECK(bad == 0);
+  }
+}

@@ -36,6 +36,12 @@ Schedule schedule();
 void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::function<void()>& body,
             const std::source_location& where = std::source_location::current());
 
+// Progress of long runs: `hook(started, total)` is called from the worker threads each time a
+// block of a launch starts (started counts 1..total within that launch). Process-wide; pass an
+// empty function to remove it. The hook must be cheap and thread-safe.
+using ProgressHook = std::function<void(uint64_t started, uint64_t total)>;
+void set_progress_hook(ProgressHook hook);
+
 // Limits a launch is checked against (those of sm_90; smaller GPUs allow less shared memory).
 constexpr int kMaxThreadsPerBlock = 1024;
 constexpr size_t kMaxDynamicSmem = 227 * 1024;

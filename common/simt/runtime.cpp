@@ -749,6 +749,15 @@ Schedule schedule() {
   return g_schedule;
 }
 
+namespace {
+ProgressHook g_progress;  // guarded by g_schedule_mutex
+}  // namespace
+
+void set_progress_hook(ProgressHook hook) {
+  std::lock_guard lock(g_schedule_mutex);
+  g_progress = std::move(hook);
+}
+
 void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body,
             const std::source_location& where) {
   const std::string site = "kernel launched at " + detail::loc(where);
@@ -792,6 +801,10 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
   if (const char* env = std::getenv("SIMT_WORKERS")) workers = std::strtoul(env, nullptr, 10);
   workers = static_cast<unsigned>(std::clamp<uint64_t>(workers, 1, nblocks));
 
+  const ProgressHook progress = [] {
+    std::lock_guard lock(g_schedule_mutex);
+    return g_progress;
+  }();
   std::atomic<uint64_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex error_mutex;
@@ -801,6 +814,7 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
     std::vector<unsigned char> smem_storage;
     for (uint64_t i; !failed.load(std::memory_order_relaxed) && (i = next++) < nblocks;) {
       const uint64_t b = order[i];
+      if (progress) progress(i + 1, nblocks);
       const uint3 bidx{static_cast<unsigned>(b % grid.x),
                        static_cast<unsigned>(b / grid.x % grid.y),
                        static_cast<unsigned>(b / (uint64_t(grid.x) * grid.y))};
