@@ -20,7 +20,8 @@ endfunction()
 # attn_add_step(<name> KERNEL <kernel.cu> INFO <step.cpp> MAIN <main.cpp>)
 #
 # Compiles the kernel file twice:
-#   <name>_gpu: nvcc, for CMAKE_CUDA_ARCHITECTURES (namespace <step>::gpu);
+#   <name>_gpu: nvcc, for CMAKE_CUDA_ARCHITECTURES (namespace <step>::gpu); not in a CPU-only
+#               build (ATTN_HAVE_GPU off), where the StepInfo's gpu entry is nullptr;
 #   <name>_cpu: the host compiler against the SIMT backend (namespace <step>::cpu);
 # and links both, with the step's StepInfo (INFO), into the library <name>_lib that the step's
 # executable and the tests use. The executable picks a copy at run time (--backend).
@@ -28,14 +29,18 @@ function(attn_add_step name)
   cmake_parse_arguments(ARG "" "KERNEL;INFO;MAIN" "" ${ARGN})
   set(kernel ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_KERNEL})
 
-  add_library(${name}_gpu OBJECT ${ARG_KERNEL})
-  target_link_libraries(${name}_gpu PRIVATE attn_kernel_deps)
-  # ptxas reports each kernel's registers, spills and shared memory; cmake/nvcc_capture.sh keeps
-  # the report beside the object for scripts/kernel_report.py.
-  target_compile_options(${name}_gpu PRIVATE --resource-usage)
-  set_target_properties(${name}_gpu PROPERTIES
-    CUDA_COMPILER_LAUNCHER ${PROJECT_SOURCE_DIR}/cmake/nvcc_capture.sh)
-  attn_warnings(${name}_gpu)
+  set(gpu_objects "")
+  if(ATTN_HAVE_GPU)
+    add_library(${name}_gpu OBJECT ${ARG_KERNEL})
+    target_link_libraries(${name}_gpu PRIVATE attn_kernel_deps)
+    # ptxas reports each kernel's registers, spills and shared memory; cmake/nvcc_capture.sh keeps
+    # the report beside the object for scripts/kernel_report.py.
+    target_compile_options(${name}_gpu PRIVATE --resource-usage)
+    set_target_properties(${name}_gpu PROPERTIES
+      CUDA_COMPILER_LAUNCHER ${PROJECT_SOURCE_DIR}/cmake/nvcc_capture.sh)
+    attn_warnings(${name}_gpu)
+    set(gpu_objects $<TARGET_OBJECTS:${name}_gpu>)
+  endif()
 
   set(cpu_source ${CMAKE_CURRENT_BINARY_DIR}/${name}_cpu.cpp)
   file(CONFIGURE OUTPUT ${cpu_source} CONTENT
@@ -47,8 +52,7 @@ function(attn_add_step name)
   target_compile_options(${name}_cpu PRIVATE -fno-strict-aliasing)
   attn_warnings(${name}_cpu)
 
-  add_library(${name}_lib STATIC ${ARG_INFO} $<TARGET_OBJECTS:${name}_gpu>
-              $<TARGET_OBJECTS:${name}_cpu>)
+  add_library(${name}_lib STATIC ${ARG_INFO} ${gpu_objects} $<TARGET_OBJECTS:${name}_cpu>)
   target_link_libraries(${name}_lib PUBLIC attn_common)
   attn_warnings(${name}_lib)
 

@@ -1,6 +1,8 @@
 #include "common/backend.h"
 
+#if ATTN_HAVE_GPU
 #include <cuda_runtime_api.h>
+#endif
 
 #include <chrono>
 #include <cstring>
@@ -15,10 +17,14 @@
 namespace attn {
 
 void cuda_check(int status, const char* call, const char* file, int line) {
-  if (status == cudaSuccess) return;
-  throw std::runtime_error(std::string("CUDA error: ") +
-                           cudaGetErrorString(static_cast<cudaError_t>(status)) + " in " + call +
-                           " at " + file + ":" + std::to_string(line));
+  if (status == 0) return;  // cudaSuccess
+#if ATTN_HAVE_GPU
+  const std::string what = cudaGetErrorString(static_cast<cudaError_t>(status));
+#else
+  const std::string what = "error " + std::to_string(status);
+#endif
+  throw std::runtime_error("CUDA error: " + what + " in " + call + " at " + file + ":" +
+                           std::to_string(line));
 }
 
 RunContext::~RunContext() {
@@ -84,6 +90,9 @@ class CpuBackend final : public Backend {
   }
 };
 
+#if ATTN_HAVE_GPU
+// The GPU backend exists only in a build with the CUDA toolkit (ATTN_HAVE_GPU); a CPU-only build
+// has no cudart to call.
 class GpuBackend final : public Backend {
  public:
   explicit GpuBackend(int device) : device_(device) {
@@ -158,6 +167,7 @@ class GpuBackend final : public Backend {
   void* flush_buffer_ = nullptr;
   size_t flush_bytes_ = 0;
 };
+#endif  // ATTN_HAVE_GPU
 
 }  // namespace
 
@@ -165,7 +175,15 @@ std::unique_ptr<Backend> make_cpu_backend() {
   return std::make_unique<CpuBackend>();
 }
 
+bool gpu_backend_built() {
+  return ATTN_HAVE_GPU != 0;
+}
+
 std::unique_ptr<Backend> make_gpu_backend(std::string& why_not) {
+#if !ATTN_HAVE_GPU
+  why_not = kBuiltWithoutToolkit;
+  return nullptr;
+#else
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
@@ -187,6 +205,7 @@ std::unique_ptr<Backend> make_gpu_backend(std::string& why_not) {
     return nullptr;
   }
   return std::make_unique<GpuBackend>(0);
+#endif
 }
 
 }  // namespace attn

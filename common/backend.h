@@ -34,8 +34,12 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
-// Returns nullptr and sets `why_not` when no usable CUDA device is present.
+// Returns nullptr and sets `why_not` when no usable CUDA device is present, or when this is a
+// CPU-only build (why_not is then kBuiltWithoutToolkit).
 std::unique_ptr<Backend> make_gpu_backend(std::string& why_not);
+// False in a CPU-only build (configured without nvcc, or with -DATTN_GPU=OFF).
+bool gpu_backend_built();
+inline constexpr char kBuiltWithoutToolkit[] = "built without the CUDA toolkit";
 
 // What a step's run function receives besides the problem: the backend, and scratch memory that
 // persists across the runs of one invocation (so only the first run pays for allocation).

@@ -207,12 +207,15 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
   std::unique_ptr<Backend> be;
   std::string why_not;
   if (opt.backend == "gpu" || opt.backend == "auto") {
-    if (step.gpu == nullptr)
+    if (!gpu_backend_built())
+      why_not = kBuiltWithoutToolkit;
+    else if (step.gpu == nullptr)
       why_not = step.name + " runs on the CPU only";
     else
       be = make_gpu_backend(why_not);
     if (!be && opt.backend == "gpu") return invalid(step.name + ": --backend gpu: " + why_not);
-    if (!be && step.gpu != nullptr) note("note: " + why_not + "; running on the CPU backend");
+    if (!be && step.cpu != nullptr && (step.gpu != nullptr || !gpu_backend_built()))
+      note("note: " + why_not + "; running on the CPU backend");
   }
   if (!be && step.cpu == nullptr)
     return invalid(step.name + (opt.backend == "cpu" ? ": --backend cpu" : "") +

@@ -16,11 +16,19 @@
 
 namespace attn {
 
+// A step's GPU entry point for its StepInfo: `.gpu = ATTN_GPU_RUN(gpu::run)`. In a CPU-only build
+// (no nvcc, so no GPU copy of the kernels to link) it is nullptr.
+#if ATTN_HAVE_GPU
+#define ATTN_GPU_RUN(fn) (&fn)
+#else
+#define ATTN_GPU_RUN(fn) nullptr
+#endif
+
 struct StepInfo {
   std::string name;
   // On the CPU: host code, or the kernels on the SIMT backend. nullptr: the step needs a GPU.
   StepFn cpu;
-  StepFn gpu = nullptr;             // nullptr: the step has no GPU version
+  StepFn gpu = nullptr;             // nullptr: no GPU version (step0, or a CPU-only build)
   std::vector<int> head_dims = {};  // supported head dims; empty: any the reference supports
 };
 

@@ -11,6 +11,6 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 
 // Any head dim the reference supports: the kernels loop over D at run time.
 attn::StepInfo info() {
-  return {.name = "step1_naive", .cpu = &cpu::run, .gpu = &gpu::run};
+  return {.name = "step1_naive", .cpu = &cpu::run, .gpu = ATTN_GPU_RUN(gpu::run)};
 }
 }  // namespace step1

@@ -11,7 +11,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 
 // The kernels are instantiated for these head dims only (attn::dispatch_head_dim).
 attn::StepInfo info() {
-  return {
-      .name = "step3_fused", .cpu = &cpu::run, .gpu = &gpu::run, .head_dims = {64, 80, 96, 128}};
+  return {.name = "step3_fused",
+          .cpu = &cpu::run,
+          .gpu = ATTN_GPU_RUN(gpu::run),
+          .head_dims = {64, 80, 96, 128}};
 }
 }  // namespace step3

@@ -1,5 +1,6 @@
 // The sm_80 PTX wrappers (common/ptx.h) on the CPU backend, each against the definition of its
 // instruction in the PTX ISA. tests/test_ptx_oracle.cpp checks the same layouts against CuTe.
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "common/ptx.h"
 #include "common/simt/memory.h"
+#include "common/simt/ptx.h"
 #include "tests/simt_buffer.h"
 
 using attn::launch;
@@ -36,13 +38,21 @@ __global__ void mma_kernel(const float* A, const float* B, const float* C, float
   for (int i = 0; i < 4; ++i) D[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
 }
 
+// Small integers (exact = true): every product and sum is exact, so any order gives D. Otherwise
+// random 16-bit values with a non-zero mean, whose sums round: D must then be, bit for bit, C plus
+// the products added in k order in FP32 (the order the emulation defines).
 template <typename T>
-void check_mma() {
+void check_mma(bool exact = true) {
   std::mt19937 rng(3);
-  std::uniform_int_distribution<int> u(-8, 8);  // small integers: every product and sum exact
+  std::uniform_int_distribution<int> u(-8, 8);
+  std::normal_distribution<float> nd(0.5f, 1.0f);
+  auto value = [&](float scale) {
+    const float x = exact ? float(u(rng)) * scale : nd(rng) * scale;
+    return exact ? x : attn::to_float(attn::from_float<T>(x));  // representable in T
+  };
   DeviceBuf<float> A(256), B(128), C(128), D(128);
-  for (int x = 0; x < 256; ++x) A.ptr[x] = float(u(rng));
-  for (int x = 0; x < 128; ++x) B.ptr[x] = float(u(rng)), C.ptr[x] = float(u(rng)) / 4;
+  for (int x = 0; x < 256; ++x) A.ptr[x] = value(1);
+  for (int x = 0; x < 128; ++x) B.ptr[x] = value(1), C.ptr[x] = exact ? value(0.25f) : nd(rng);
   launch(mma_kernel<T>, {dim3(1), dim3(32)}, static_cast<const float*>(A.ptr),
          static_cast<const float*>(B.ptr), static_cast<const float*>(C.ptr), D.ptr);
   for (int m = 0; m < 16; ++m)
@@ -59,6 +69,26 @@ void check_mma() {
 TEST_CASE("ptx: mma.m16n8k16 computes D = A B + C, fp16 and bf16", "[ptx]") {
   check_mma<__half>();
   check_mma<__nv_bfloat16>();
+}
+
+TEST_CASE("ptx: mma.m16n8k16 sums in FP32 in k order, bit for bit, fp16 and bf16", "[ptx]") {
+  check_mma<__half>(false);
+  check_mma<__nv_bfloat16>(false);
+}
+
+TEST_CASE("ptx: the mma operand conversion equals __half2float and __bfloat162float", "[ptx]") {
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    __half_raw h;
+    h.x = static_cast<uint16_t>(bits);
+    __nv_bfloat16_raw b;
+    b.x = static_cast<uint16_t>(bits);
+    const float want_h = __half2float(__half(h)), want_b = __bfloat162float(__nv_bfloat16(b));
+    const float got_h = simt::f16_bits_to_float(static_cast<uint16_t>(bits));
+    const float got_b = std::bit_cast<float>(bits << 16);
+    INFO("bits " << bits);
+    REQUIRE(std::bit_cast<uint32_t>(got_h) == std::bit_cast<uint32_t>(want_h));
+    REQUIRE(std::bit_cast<uint32_t>(got_b) == std::bit_cast<uint32_t>(want_b));
+  }
 }
 
 namespace {

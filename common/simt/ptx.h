@@ -11,11 +11,30 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <source_location>
 
 namespace simt {
 
 enum class MmaType { f16, bf16 };
+
+// The FP32 value of the fp16 with these bits (exact; every NaN becomes 0x7fffffff, as the
+// headers' conversion makes it), as mma.sync reads its operands. Plain bit operations: the same
+// result as __half2float for every input (tested).
+inline float f16_bits_to_float(uint16_t h) {
+  // Branch-free (selects), so that a loop over an array of halves vectorises.
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = h & 0x7c00u, mantissa = h & 0x3ffu;
+  const uint32_t normal = sign | ((static_cast<uint32_t>(h & 0x7fffu) << 13) + (112u << 23));
+  const float subnormal = static_cast<float>(mantissa) * 0x1p-24f;  // exact, and 0 for zero
+  uint32_t sub_bits;
+  std::memcpy(&sub_bits, &subnormal, sizeof sub_bits);
+  const uint32_t special = mantissa != 0 ? 0x7fffffffu : sign | 0x7f800000u;  // NaN, infinity
+  const uint32_t bits = exponent == 0x7c00u ? special : (exponent == 0 ? sign | sub_bits : normal);
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
 
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 d, a, b, c.
 void mma_m16n8k16(MmaType type, float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],

@@ -61,9 +61,14 @@ struct PooledStack {
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (base == MAP_FAILED) throw std::bad_alloc();
     mprotect(base, page, PROT_NONE);  // overflowing a fiber's stack faults instead of corrupting
+    // Stack colouring: stacks are page-aligned, so without an offset every fiber's hot top of
+    // stack falls in the same cache sets, and switching between 32 lanes evicts them from each
+    // other. Successive stacks start 64 * k bytes lower (k cycles through 0..63).
+    static std::atomic<unsigned> colour{0};
+    const size_t offset = 64 * (colour++ % 64);
     ctx::stack_context sc;
-    sc.size = total;
-    sc.sp = static_cast<char*>(base) + total;
+    sc.size = total - offset;
+    sc.sp = static_cast<char*>(base) + total - offset;
     return sc;
   }
   void deallocate(ctx::stack_context& sc) {
@@ -106,6 +111,11 @@ struct Block {
   int nthreads = 0;
   std::unique_ptr<Thread[]> threads;
   std::unique_ptr<LaneSlot[]> slots;  // rounded up to whole warps
+  // Per warp, as lane bitmasks: the lanes that exist and have not exited, and the lanes waiting
+  // in a warp collective. An arriving lane checks in O(1) whether every live lane of its mask
+  // waits (the only case in which try_complete can succeed) instead of scanning the warp.
+  std::unique_ptr<uint32_t[]> live_lanes;
+  std::unique_ptr<uint32_t[]> collective_lanes;
   Barrier barriers[16];
   int exited = 0;
   unsigned char* smem = nullptr;
@@ -194,24 +204,21 @@ void suspend(Thread& t) {
 // Completes the collective (kind, mask) of `warp` if every non-exited lane of the mask waits in
 // it. Returns whether it completed.
 bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, CollectiveFn fn) {
-  uint32_t arrived = 0;
-  for (int lane = 0; lane < 32; ++lane) {
-    if (!(mask >> lane & 1u)) continue;
-    const int tid = warp * 32 + lane;
-    if (tid >= blk.nthreads || blk.threads[tid].done) continue;  // exited lanes do not take part
-    const Thread& x = blk.threads[tid];
-    if (x.wait != Wait::collective || x.coll_mask != mask || x.coll_kind != kind) return false;
-    arrived |= 1u << lane;
+  // Exited lanes (and lanes past the end of the block) do not take part.
+  const uint32_t arrived = mask & blk.live_lanes[warp];
+  if (arrived == 0 || (arrived & ~blk.collective_lanes[warp]) != 0) return false;
+  for (uint32_t m = arrived; m != 0; m &= m - 1) {
+    const Thread& x = blk.threads[warp * 32 + std::countr_zero(m)];
+    if (x.coll_mask != mask || x.coll_kind != kind) return false;
   }
-  if (arrived == 0) return false;
   fn(CollectiveView{mask, arrived, &blk.slots[warp * 32], warp});
-  for (int lane = 0; lane < 32; ++lane) {
-    if (!(arrived >> lane & 1u)) continue;
-    Thread& x = blk.threads[warp * 32 + lane];
+  for (uint32_t m = arrived; m != 0; m &= m - 1) {
+    Thread& x = blk.threads[warp * 32 + std::countr_zero(m)];
     x.wait = Wait::none;
     x.ready = true;
   }
   woke(blk, warp * 32 + std::countr_zero(arrived));
+  blk.collective_lanes[warp] &= ~arrived;
   return true;
 }
 
@@ -272,6 +279,7 @@ std::string deadlock_report(const Block& blk) {
 
 void on_exit(Block& blk, Thread& t) {
   ++blk.exited;
+  blk.live_lanes[t.ids.warp] &= ~(1u << t.ids.lane);
   // A barrier that already has arrivals can no longer complete if too few threads remain.
   for (int id = 0; id < 16; ++id) {
     const Barrier& b = blk.barriers[id];
@@ -314,6 +322,14 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   blk.nthreads = n;
   blk.threads = std::make_unique<Thread[]>(n);
   blk.slots = std::make_unique<LaneSlot[]>((n + 31) / 32 * 32);
+  const int warps = (n + 31) / 32;
+  blk.live_lanes = std::make_unique<uint32_t[]>(warps);
+  blk.collective_lanes = std::make_unique<uint32_t[]>(warps);
+  for (int w = 0; w < warps; ++w) {
+    const int lanes = std::min(32, n - 32 * w);
+    blk.live_lanes[w] = lanes == 32 ? ~0u : (1u << lanes) - 1;
+    blk.collective_lanes[w] = 0;
+  }
   for (Barrier& b : blk.barriers) b = Barrier{};
   blk.exited = 0;
   blk.idx = bidx;
@@ -453,6 +469,7 @@ void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_
   t.coll_kind = kind;
   t.coll_fn = compute;
   t.where = where;
+  blk.collective_lanes[t.ids.warp] |= 1u << lane;
   if (!try_complete(blk, t.ids.warp, mask, kind, compute)) suspend(t);
   t.ready = true;
   if (out_bytes != 0) std::memcpy(out, slot.out, out_bytes);
