@@ -565,6 +565,7 @@ void barrier_arrive(int id, int count, const char* what, const std::source_locat
     if (!x.done && x.wait == Wait::barrier && x.barrier_id == id) {
       x.wait = Wait::none;
       x.ready = true;
+      woke(blk, tid);
     }
   }
   b.arrived = 0;
