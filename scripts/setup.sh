@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ git libeigen3-dev catch2 libcli11-dev librandom123-dev
+packages=(cmake ninja-build g++ binutils git libeigen3-dev catch2 libcli11-dev librandom123-dev
           libboost-context-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do
