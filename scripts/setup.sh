@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ git libeigen3-dev catch2 libcli11-dev librandom123-dev
+packages=(cmake ninja-build g++ binutils git libeigen3-dev catch2 libcli11-dev librandom123-dev
           libboost-context-dev nlohmann-json3-dev python3-venv)
 case "${CXX:-}" in
   *clang*) packages+=(clang libomp-dev) ;;

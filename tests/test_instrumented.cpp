@@ -12,6 +12,7 @@
 #include "common/harness.h"
 #include "common/simt/ptx.h"
 #include "tests/matrix.h"
+#include "tests/simt_buffer.h"
 
 // The instrumented CPU copies of the kernels (no GPU copy is linked into this binary).
 namespace step1::cpu {
@@ -142,4 +143,43 @@ TEST_CASE("intra-warp ordering: step3 without its __syncwarp before the P V loop
                             Catch::Contains("of the same warp stored with no __syncwarp, barrier "
                                             "or fence since") &&
                             Catch::Contains("at " + read));
+}
+
+namespace instrumented {
+void run_shared_access(float* out, int words, int read);
+void run_global_read(const float* in, float* out, int n, int first);
+void run_count(int* counter, unsigned* bits, int threads);
+}  // namespace instrumented
+
+TEST_CASE("instrumented: a shared-memory read one past the end is reported", "[instrumented]") {
+  attn_test::DeviceBuf<float> out(1, "out");
+  instrumented::run_shared_access(out.ptr, 64, 63);
+  CHECK(out.ptr[0] == 63.0f);
+  CHECK_THROWS_WITH(instrumented::run_shared_access(out.ptr, 64, 64),
+                    Catch::Contains("block (0,0,0) thread (0,0,0)") &&
+                        Catch::Contains("out-of-bounds shared-memory read of 4 bytes at offset 256 "
+                                        "of the block's 256 bytes of dynamic shared memory") &&
+                        Catch::Contains("at tests/instrumented_kernels.cpp:"));
+}
+
+TEST_CASE("instrumented: a global read before its buffer is reported", "[instrumented]") {
+  attn_test::DeviceBuf<float> in(32, "in"), out(32, "out");
+  for (int i = 0; i < 32; ++i) in.ptr[i] = float(i);
+  instrumented::run_global_read(in.ptr, out.ptr, 32, 0);
+  CHECK(out.ptr[31] == 31.0f);
+  CHECK_THROWS_WITH(instrumented::run_global_read(in.ptr, out.ptr, 32, -1),
+                    Catch::Contains("thread (0,0,0)") &&
+                        Catch::Contains("out-of-bounds read: 4-byte access at byte -4 of buffer "
+                                        "'in' (128 bytes): 4 bytes before its start") &&
+                        Catch::Contains("at tests/instrumented_kernels.cpp:"));
+}
+
+TEST_CASE("instrumented: atomics work", "[instrumented]") {
+  attn_test::DeviceBuf<int> counter(1, "counter");
+  attn_test::DeviceBuf<unsigned> bits(1, "bits");
+  counter.ptr[0] = 0;
+  bits.ptr[0] = 0;
+  instrumented::run_count(counter.ptr, bits.ptr, 96);
+  CHECK(counter.ptr[0] == 192);
+  CHECK(bits.ptr[0] == 95u);
 }

@@ -316,7 +316,7 @@ bool neighbour_sum_correct(bool barrier, const char* schedule) {
 }  // namespace
 
 TEST_CASE("simt: a missing __syncthreads is exposed by schedule perturbation", "[simt][strict]") {
-  for (const char* s : {"forward", "reverse", "random:1", "random:2"}) {
+  for (const char* s : {"forward", "reverse", "random:1", "random:2", "greedy"}) {
     INFO(s);
     CHECK(neighbour_sum_correct(true, s));
   }
@@ -362,6 +362,7 @@ TEST_CASE("simt: invalid launches and __trap are reported with the place", "[sim
 TEST_CASE("simt: schedules parse, and bad ones are refused", "[simt]") {
   CHECK(simt::to_string(simt::parse_schedule("forward")) == "forward");
   CHECK(simt::to_string(simt::parse_schedule("reverse")) == "reverse");
+  CHECK(simt::to_string(simt::parse_schedule("greedy")) == "greedy");
   CHECK(simt::to_string(simt::parse_schedule("random:42")) == "random:42");
   CHECK_THROWS(simt::parse_schedule("random:x"));
   CHECK_THROWS(simt::parse_schedule("sideways"));

@@ -200,3 +200,66 @@ struct SimtUbsanTypeMismatch {
 }
 
 }  // extern "C"
+
+// Atomics in an instrumented kernel (atomicAdd and friends are std::atomic_ref operations, which
+// the instrumentation turns into these calls): the address is checked, the operation done with
+// the same builtin, always sequentially consistent (at least as strong as what was asked).
+#define SIMT_ATOMICS(BITS, T)                                                               \
+  T __tsan_atomic##BITS##_load(const volatile T* a, int) {                                  \
+    simt::detail::access(const_cast<const T*>(a), sizeof(T), false, true, SIMT_PC);         \
+    return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                            \
+  }                                                                                         \
+  void __tsan_atomic##BITS##_store(volatile T* a, T v, int) {                               \
+    simt::detail::access(const_cast<T*>(a), sizeof(T), true, true, SIMT_PC);                \
+    __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                               \
+  }                                                                                         \
+  T __tsan_atomic##BITS##_exchange(volatile T* a, T v, int) {                               \
+    simt::detail::access(const_cast<T*>(a), sizeof(T), true, true, SIMT_PC);                \
+    return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                     \
+  }                                                                                         \
+  T __tsan_atomic##BITS##_fetch_add(volatile T* a, T v, int) {                              \
+    simt::detail::access(const_cast<T*>(a), sizeof(T), true, true, SIMT_PC);                \
+    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
+  T __tsan_atomic##BITS##_fetch_sub(volatile T* a, T v, int) {                              \
+    simt::detail::access(const_cast<T*>(a), sizeof(T), true, true, SIMT_PC);                \
+    return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
+  T __tsan_atomic##BITS##_fetch_and(volatile T* a, T v, int) {                              \
+    simt::detail::access(const_cast<T*>(a), sizeof(T), true, true, SIMT_PC);                \
+    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
+  T __tsan_atomic##BITS##_fetch_or(volatile T* a, T v, int) {                               \
+    simt::detail::access(const_cast<T*>(a), sizeof(T), true, true, SIMT_PC);                \
+    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                       \
+  }                                                                                         \
+  T __tsan_atomic##BITS##_fetch_xor(volatile T* a, T v, int) {                              \
+    simt::detail::access(const_cast<T*>(a), sizeof(T), true, true, SIMT_PC);                \
+    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
+  int __tsan_atomic##BITS##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {   \
+    simt::detail::access(const_cast<T*>(a), sizeof(T), true, true, SIMT_PC);                \
+    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+  }                                                                                         \
+  int __tsan_atomic##BITS##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {     \
+    simt::detail::access(const_cast<T*>(a), sizeof(T), true, true, SIMT_PC);                \
+    return __atomic_compare_exchange_n(a, c, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);  \
+  }                                                                                         \
+  T __tsan_atomic##BITS##_compare_exchange_val(volatile T* a, T c, T v, int, int) {         \
+    simt::detail::access(const_cast<T*>(a), sizeof(T), true, true, SIMT_PC);                \
+    __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);       \
+    return c;                                                                               \
+  }
+
+extern "C" {
+SIMT_ATOMICS(8, uint8_t)
+SIMT_ATOMICS(16, uint16_t)
+SIMT_ATOMICS(32, uint32_t)
+SIMT_ATOMICS(64, uint64_t)
+void __tsan_atomic_thread_fence(int) {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+void __tsan_atomic_signal_fence(int) {
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+}  // extern "C"

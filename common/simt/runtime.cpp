@@ -1,5 +1,6 @@
 #include "common/simt/runtime.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -141,6 +142,49 @@ thread_local Block* t_block = nullptr;
 thread_local Thread* t_thread = nullptr;
 thread_local bool t_in_fiber = false;
 std::atomic<bool> g_track_stores{false};
+
+// ---- A kernel that faults anyway -------------------------------------------------------------
+// The uninstrumented build does not check plain loads and stores, so a misaligned vector access
+// or a wild pointer can still fault (as can a fiber's stack overflow). Instead of a bare
+// "Segmentation fault", name the launch, block and thread, and exit 1. Installed only if the
+// program has no handler of its own (a debugger or a sanitizer keeps its own).
+thread_local const char* t_launch_site = nullptr;
+
+void on_fault(int sig, siginfo_t* info, void*) {
+  if (!t_in_fiber || t_current == nullptr) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  const ThreadIds& t = *t_current;
+  char buf[1024];
+  const int n = std::snprintf(
+      buf, sizeof buf,
+      "error: %s: block (%u,%u,%u) thread (%u,%u,%u): %s at address %p: a misaligned vector "
+      "access, an access outside every allocation, or a fiber stack overflow (SIMT_STACK_KB); "
+      "tests/test_instrumented.cpp's build checks every access and names the line\n",
+      t_launch_site ? t_launch_site : "kernel", t.block_idx.x, t.block_idx.y, t.block_idx.z,
+      t.thread_idx.x, t.thread_idx.y, t.thread_idx.z, sig == SIGBUS ? "bus error" : "memory fault",
+      info->si_addr);
+  if (n > 0) (void)!write(2, buf, std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
+  _exit(1);
+}
+
+void install_fault_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int sig : {SIGSEGV, SIGBUS}) {
+      struct sigaction old {};
+      sigaction(sig, nullptr, &old);
+      if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) continue;
+      struct sigaction sa {};
+      sa.sa_sigaction = on_fault;
+      sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+      sigemptyset(&sa.sa_mask);
+      sigaction(sig, &sa, nullptr);
+    }
+  });
+}
 
 void woke(Block& blk, int tid) {
   blk.wake_min = std::min(blk.wake_min, tid);
@@ -827,7 +871,15 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
   std::atomic<bool> failed{false};
   std::mutex error_mutex;
   std::string error;
+  detail::install_fault_handler();
   auto work = [&] {
+    // The fault handler runs on its own stack: the fault may be a fiber's stack overflow.
+    std::vector<char> alt_stack(64 * 1024);
+    stack_t ss{};
+    ss.ss_sp = alt_stack.data();
+    ss.ss_size = alt_stack.size();
+    sigaltstack(&ss, nullptr);
+    detail::t_launch_site = site.c_str();
     detail::Block blk;
     std::vector<unsigned char> smem_storage;
     for (uint64_t i; !failed.load(std::memory_order_relaxed) && (i = next++) < nblocks;) {
@@ -847,6 +899,9 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
     detail::t_current = nullptr;
     detail::t_thread = nullptr;
     detail::t_block = nullptr;
+    detail::t_launch_site = nullptr;
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, nullptr);
   };
   if (workers == 1) {
     work();

@@ -1,0 +1,37 @@
+// Small kernels for tests/test_instrumented.cpp, compiled with the instrumentation of the
+// instrumented test build (every load and store checked by common/simt/checks.cpp).
+#include "common/kernel.h"
+
+namespace instrumented {
+
+// Thread t stores to word t of shared memory, then reads word `read`: one past the end when
+// `read` is the number of words the launch gave it.
+__global__ void shared_access(float* out, int read) {
+  float* s = attn::shared_memory<float>();
+  s[threadIdx.x] = static_cast<float>(threadIdx.x);
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] = s[read];
+}
+
+// Reads in[i] for i in [first, first + blockDim.x): before the buffer when first < 0.
+__global__ void global_read(const float* in, float* out, int first) {
+  out[threadIdx.x] = in[first + static_cast<int>(threadIdx.x)];
+}
+
+// Every thread adds to one counter: the atomics of an instrumented kernel work and are checked.
+__global__ void count(int* counter, unsigned* bits) {
+  atomicAdd(counter, 1);
+  atomicMax(reinterpret_cast<int*>(bits), static_cast<int>(threadIdx.x));
+}
+
+void run_shared_access(float* out, int words, int read) {
+  attn::launch(shared_access, {dim3(1), dim3(words), words * sizeof(float)}, out, read);
+}
+void run_global_read(const float* in, float* out, int n, int first) {
+  attn::launch(global_read, {dim3(1), dim3(n)}, in, out, first);
+}
+void run_count(int* counter, unsigned* bits, int threads) {
+  attn::launch(count, {dim3(2), dim3(threads)}, counter, bits);
+}
+
+}  // namespace instrumented
