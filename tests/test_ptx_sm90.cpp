@@ -681,7 +681,8 @@ constexpr int kStages = 2, kTiles = 4;
 // swizzle. full[s]: the producer's arrive.expect_tx plus the TMA bytes; empty[s]: the 128 consumer
 // threads release the slot. bug 1: the producer waits on "empty" with the consumer's parity (its
 // first pass then blocks forever); bug 2: the consumer waits on the wrong parity; bug 3: the
-// producer never waits on "empty" (it refills slots still being read).
+// producer never waits on "empty" (it refills slots still being read); bug 4: the consumer releases
+// the slot before the wgmma reading it has been waited for.
 __global__ void ring(const attn::TensorMap mA, const attn::TensorMap mB, int bug, float* D) {
   unsigned char* smem = attn::shared_memory<unsigned char>();
   auto* full = reinterpret_cast<uint64_t*>(smem + kStages * 16384);
@@ -721,8 +722,9 @@ __global__ void ring(const attn::TensorMap mA, const attn::TensorMap mB, int bug
       attn::wgmma_ss<64, __half>(d, da, db, t > 0 || kb > 0);
     }
     attn::wgmma_commit();
+    if (bug == 4) attn::mbarrier_arrive(&empty[s]);
     attn::wgmma_wait<0>();
-    attn::mbarrier_arrive(&empty[s]);
+    if (bug != 4) attn::mbarrier_arrive(&empty[s]);
   }
   const int w = threadIdx.x / 32 - 4, l = threadIdx.x % 32, g = l / 4, q = l % 4;
   for (int i = 0; i < 32; ++i)
@@ -775,6 +777,9 @@ TEST_CASE("sm90: a TMA + mbarrier ring feeding wgmma, and the bugs it is built t
       INFO(e.what());
     }
     CHECK(wrong);
+    CHECK_THROWS_WITH(
+        launch(ring, cfg, mA, mB, 4, D.ptr),
+        Contains("changed before this wait retired it") && Contains("test_ptx_sm90.cpp"));
   }
   simt::set_schedule(simt::Schedule{});
 }
