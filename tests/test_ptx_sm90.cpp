@@ -255,6 +255,15 @@ TEST_CASE("sm90: tensor maps are validated as cuTensorMapEncodeTiled does", "[pt
   CHECK_THAT(attn::validate(s), Contains("rank"));
   s = ok(), s.dims[1] = 0;
   CHECK_THROWS_WITH(attn::encode_tensor_map_cpu(s), Contains("1..2^32"));
+  // The GPU encoder validates the same way before it asks the driver; without a driver it fails
+  // with a message instead of crashing.
+  alignas(64) static unsigned char cu_map[128];
+  CHECK_THROWS_WITH(attn::encode_tensor_map_gpu(cu_map, s), Contains("1..2^32"));
+  try {
+    attn::encode_tensor_map_gpu(cu_map, ok());
+  } catch (const std::runtime_error& e) {
+    CHECK_THAT(e.what(), Contains("tensor map"));
+  }
 }
 
 namespace {
