@@ -5,7 +5,8 @@
 // Strictness beyond hardware (each violation is a KernelError naming the kernel line):
 // - a TMA tile load poisons its destination when issued and lands only when its mbarrier's phase
 //   completes, so reading it before the wait (or after waiting on the wrong parity) reads NaN;
-// - wgmma accumulators hold NaN from issue until the wait_group that retires them;
+// - wgmma accumulators hold NaN from issue until the wait_group that retires them, and the shared
+//   bytes a wgmma read must be unchanged when its warpgroup retires it (a slot released early);
 // - shared memory that wgmma reads must match what the async proxy saw at the last
 //   fence.proxy.async (or what TMA wrote): a generic store not followed by the fence is reported;
 // - an mbarrier phase that receives more arrivals, or more transaction bytes, than it expects is
