@@ -363,8 +363,7 @@ TEST_CASE("sm90: cp.async.mbarrier.arrive.noinc: copies arrive on the barrier wh
   }
 }
 
-// ---- wgmma
-// ----------------------------------------------------------------------------------------
+// ---- wgmma --------------------------------------------------------------------------------------
 
 namespace {
 
@@ -570,8 +569,43 @@ TEST_CASE("sm90: generic stores need fence.proxy.async before wgmma; wgmma needs
                         Contains("warpgroup 0: 96 of 128 threads arrived at wgmma.mma_async"));
 }
 
-// ---- setmaxnreg
-// ----------------------------------------------------------------------------------
+namespace {
+// Three groups chained on one accumulator: each wgmma adds 16 (ones times ones over k = 16); the
+// accumulator stays poison until the wait that retires the newest of them.
+__global__ void wgmma_chain(float* out) {
+  auto* s = attn::shared_memory<uint16_t>();
+  for (int x = threadIdx.x; x < (64 + 8) * 16; x += blockDim.x) s[x] = 0x3C00;
+  attn::fence_proxy_async_shared();
+  __syncthreads();
+  const uint64_t da = attn::make_wgmma_desc(s, 128, 256, attn::WgmmaSwizzle::none);
+  const uint64_t db = attn::make_wgmma_desc(s + 64 * 16, 128, 256, attn::WgmmaSwizzle::none);
+  float d[4] = {};
+  attn::wgmma_fence();
+  for (int g = 0; g < 3; ++g) {
+    attn::wgmma_ss<8, __half>(d, da, db, g > 0);
+    attn::wgmma_commit();
+  }
+  attn::wgmma_wait<2>();
+  out[threadIdx.x * 3] = d[0];
+  attn::wgmma_wait<1>();
+  out[threadIdx.x * 3 + 1] = d[0];
+  attn::wgmma_wait<0>();
+  out[threadIdx.x * 3 + 2] = d[0];
+}
+}  // namespace
+
+TEST_CASE("sm90: wgmma chained across groups: the newest result, at the wait that retires it",
+          "[ptx][sm90]") {
+  DeviceBuf<float> out(3 * 128);
+  launch(wgmma_chain, {dim3(1), dim3(128), (64 + 8) * 32}, out.ptr);
+  for (int t = 0; t < 128; ++t) {
+    CHECK(std::isnan(out.ptr[3 * t]));
+    CHECK(std::isnan(out.ptr[3 * t + 1]));
+    CHECK(out.ptr[3 * t + 2] == 48.0f);
+  }
+}
+
+// ---- setmaxnreg ---------------------------------------------------------------------------------
 
 namespace {
 // Warpgroup 0 is the producer, warpgroup 1 the consumer (an FA3-style split).
@@ -678,8 +712,7 @@ TEST_CASE("sm90: the CPU backend presents itself as sm_90a", "[ptx][sm90]") {
   CHECK(cc.at_least(8, 0));
 }
 
-// ---- A producer/consumer ring, as step 5 will build it, with planted bugs
-// -------------------------
+// ---- A producer/consumer ring, as step 5 will build it, with planted bugs -----------------------
 
 namespace {
 

@@ -256,8 +256,7 @@ uint32_t shared_address(const void* p, const where_t& where) {
   return static_cast<uint32_t>(c - base);
 }
 
-// ---- mbarrier
-// ------------------------------------------------------------------------------------
+// ---- mbarrier -----------------------------------------------------------------------------------
 
 void mbarrier_init(uint64_t* bar, uint32_t count, const where_t& where) {
   detail::check_shared(bar, 8, 8, "mbarrier.init", where);
@@ -340,8 +339,7 @@ void cp_async_mbarrier_arrive_noinc(uint64_t* bar, const where_t& where) {
   advance(b, bar, what, where);
 }
 
-// ---- TMA
-// -----------------------------------------------------------------------------------------
+// ---- TMA ----------------------------------------------------------------------------------------
 
 void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coords, int rank,
               const where_t& where) {
@@ -400,8 +398,7 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
   advance(b, bar, what, where);
 }
 
-// ---- Proxy fence
-// ---------------------------------------------------------------------------------
+// ---- Proxy fence --------------------------------------------------------------------------------
 
 void fence_proxy_async_shared(const where_t&) {
   // All generic writes so far become visible to the async proxy. (On hardware the fence orders the
@@ -410,8 +407,7 @@ void fence_proxy_async_shared(const where_t&) {
   std::memcpy(e.async_view.data(), detail::dynamic_shared_memory(), e.async_view.size());
 }
 
-// ---- Warpgroup rendezvous
-// ------------------------------------------------------------------------
+// ---- Warpgroup rendezvous -----------------------------------------------------------------------
 
 namespace {
 
@@ -550,10 +546,9 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
   const WgmmaPending* chained = nullptr;
   for (const WgmmaPending& p : ts.open)
     if (p.d == d) chained = &p;
-  if (!chained)
-    for (const auto& g : ts.groups)
-      for (const WgmmaPending& p : g)
-        if (p.d == d) chained = &p;
+  for (auto g = ts.groups.rbegin(); !chained && g != ts.groups.rend(); ++g)  // newest first
+    for (const WgmmaPending& p : *g)
+      if (p.d == d) chained = &p;
   if (chained && chained->count != n / 2)
     fail_at(kWgmma, where, "accumulator chained from a wgmma of a different shape");
   if (!chained && !ts.wgmma_fenced)
@@ -662,8 +657,7 @@ void wgmma_wait_group(int n, const where_t& where) {
   ts.wgmma_fenced = false;
 }
 
-// ---- elect.sync, named barriers
-// ------------------------------------------------------------------
+// ---- elect.sync, named barriers -----------------------------------------------------------------
 
 namespace {
 void elect_compute(const detail::CollectiveView& v) {
@@ -699,8 +693,7 @@ void named_barrier_arrive(int id, int count, const where_t& where) {
   detail::barrier_arrive(id, count, "bar.arrive", where);
 }
 
-// ---- setmaxnreg
-// ----------------------------------------------------------------------------------
+// ---- setmaxnreg ---------------------------------------------------------------------------------
 
 namespace {
 struct Grant {

@@ -96,8 +96,7 @@ uint32_t elect_sync(uint32_t mask, bool* is_leader, const where_t& where);
 void named_barrier_sync(int id, int count, const where_t& where);
 void named_barrier_arrive(int id, int count, const where_t& where);
 
-// ---- setmaxnreg
-// ----------------------------------------------------------------------------------
+// ---- setmaxnreg ---------------------------------------------------------------------------------
 void setmaxnreg(bool inc, int regs, const where_t& where);
 // The per-thread register count at kernel entry for the next launches (the block's pool is that
 // times the block's threads). 0 restores the default: what __launch_bounds__(threads, 1) gives,
