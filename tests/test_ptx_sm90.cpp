@@ -255,6 +255,15 @@ TEST_CASE("sm90: tensor maps are validated as cuTensorMapEncodeTiled does", "[pt
   CHECK_THAT(attn::validate(s), Contains("rank"));
   s = ok(), s.dims[1] = 0;
   CHECK_THROWS_WITH(attn::encode_tensor_map_cpu(s), Contains("1..2^32"));
+  // The GPU encoder validates the same way before it asks the driver; without a driver it fails
+  // with a message instead of crashing.
+  alignas(64) static unsigned char cu_map[128];
+  CHECK_THROWS_WITH(attn::encode_tensor_map_gpu(cu_map, s), Contains("1..2^32"));
+  try {
+    attn::encode_tensor_map_gpu(cu_map, ok());
+  } catch (const std::runtime_error& e) {
+    CHECK_THAT(e.what(), Contains("tensor map"));
+  }
 }
 
 namespace {
@@ -354,8 +363,7 @@ TEST_CASE("sm90: cp.async.mbarrier.arrive.noinc: copies arrive on the barrier wh
   }
 }
 
-// ---- wgmma
-// ----------------------------------------------------------------------------------------
+// ---- wgmma --------------------------------------------------------------------------------------
 
 namespace {
 
@@ -561,8 +569,43 @@ TEST_CASE("sm90: generic stores need fence.proxy.async before wgmma; wgmma needs
                         Contains("warpgroup 0: 96 of 128 threads arrived at wgmma.mma_async"));
 }
 
-// ---- setmaxnreg
-// ----------------------------------------------------------------------------------
+namespace {
+// Three groups chained on one accumulator: each wgmma adds 16 (ones times ones over k = 16); the
+// accumulator stays poison until the wait that retires the newest of them.
+__global__ void wgmma_chain(float* out) {
+  auto* s = attn::shared_memory<uint16_t>();
+  for (int x = threadIdx.x; x < (64 + 8) * 16; x += blockDim.x) s[x] = 0x3C00;
+  attn::fence_proxy_async_shared();
+  __syncthreads();
+  const uint64_t da = attn::make_wgmma_desc(s, 128, 256, attn::WgmmaSwizzle::none);
+  const uint64_t db = attn::make_wgmma_desc(s + 64 * 16, 128, 256, attn::WgmmaSwizzle::none);
+  float d[4] = {};
+  attn::wgmma_fence();
+  for (int g = 0; g < 3; ++g) {
+    attn::wgmma_ss<8, __half>(d, da, db, g > 0);
+    attn::wgmma_commit();
+  }
+  attn::wgmma_wait<2>();
+  out[threadIdx.x * 3] = d[0];
+  attn::wgmma_wait<1>();
+  out[threadIdx.x * 3 + 1] = d[0];
+  attn::wgmma_wait<0>();
+  out[threadIdx.x * 3 + 2] = d[0];
+}
+}  // namespace
+
+TEST_CASE("sm90: wgmma chained across groups: the newest result, at the wait that retires it",
+          "[ptx][sm90]") {
+  DeviceBuf<float> out(3 * 128);
+  launch(wgmma_chain, {dim3(1), dim3(128), (64 + 8) * 32}, out.ptr);
+  for (int t = 0; t < 128; ++t) {
+    CHECK(std::isnan(out.ptr[3 * t]));
+    CHECK(std::isnan(out.ptr[3 * t + 1]));
+    CHECK(out.ptr[3 * t + 2] == 48.0f);
+  }
+}
+
+// ---- setmaxnreg ---------------------------------------------------------------------------------
 
 namespace {
 // Warpgroup 0 is the producer, warpgroup 1 the consumer (an FA3-style split).
@@ -669,8 +712,7 @@ TEST_CASE("sm90: the CPU backend presents itself as sm_90a", "[ptx][sm90]") {
   CHECK(cc.at_least(8, 0));
 }
 
-// ---- A producer/consumer ring, as step 5 will build it, with planted bugs
-// -------------------------
+// ---- A producer/consumer ring, as step 5 will build it, with planted bugs -----------------------
 
 namespace {
 
@@ -681,7 +723,8 @@ constexpr int kStages = 2, kTiles = 4;
 // swizzle. full[s]: the producer's arrive.expect_tx plus the TMA bytes; empty[s]: the 128 consumer
 // threads release the slot. bug 1: the producer waits on "empty" with the consumer's parity (its
 // first pass then blocks forever); bug 2: the consumer waits on the wrong parity; bug 3: the
-// producer never waits on "empty" (it refills slots still being read).
+// producer never waits on "empty" (it refills slots still being read); bug 4: the consumer releases
+// the slot before the wgmma reading it has been waited for.
 __global__ void ring(const attn::TensorMap mA, const attn::TensorMap mB, int bug, float* D) {
   unsigned char* smem = attn::shared_memory<unsigned char>();
   auto* full = reinterpret_cast<uint64_t*>(smem + kStages * 16384);
@@ -721,8 +764,9 @@ __global__ void ring(const attn::TensorMap mA, const attn::TensorMap mB, int bug
       attn::wgmma_ss<64, __half>(d, da, db, t > 0 || kb > 0);
     }
     attn::wgmma_commit();
+    if (bug == 4) attn::mbarrier_arrive(&empty[s]);
     attn::wgmma_wait<0>();
-    attn::mbarrier_arrive(&empty[s]);
+    if (bug != 4) attn::mbarrier_arrive(&empty[s]);
   }
   const int w = threadIdx.x / 32 - 4, l = threadIdx.x % 32, g = l / 4, q = l % 4;
   for (int i = 0; i < 32; ++i)
@@ -775,6 +819,9 @@ TEST_CASE("sm90: a TMA + mbarrier ring feeding wgmma, and the bugs it is built t
       INFO(e.what());
     }
     CHECK(wrong);
+    CHECK_THROWS_WITH(
+        launch(ring, cfg, mA, mB, 4, D.ptr),
+        Contains("changed before this wait retired it") && Contains("test_ptx_sm90.cpp"));
   }
   simt::set_schedule(simt::Schedule{});
 }

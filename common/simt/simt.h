@@ -39,8 +39,8 @@
 
 #include "common/simt/launch.h"
 #include "common/simt/ptx.h"
-#include "common/simt/sm90.h"
 #include "common/simt/runtime.h"
+#include "common/simt/sm90.h"
 
 // ---- Builtin variables -------------------------------------------------------------------------
 #define threadIdx (::simt::detail::current().thread_idx)

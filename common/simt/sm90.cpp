@@ -69,10 +69,20 @@ struct MBarrier {
   int64_t inflight_bytes = 0;  // transaction bytes the in-flight TMA copies will complete
 };
 
+// The shared-memory bytes a wgmma read at issue. On hardware it may read them any time until the
+// wait_group that retires it, so they must not change before then (checked at the retirement).
+struct OperandSnapshot {
+  std::vector<uint32_t> addr;
+  std::vector<uint16_t> bits;
+  where_t issued_at;
+  int retired = 0;  // threads of the warpgroup whose wait_group retired it
+};
+
 struct WgmmaPending {
   float* d;
   int count;
   std::vector<float> result;
+  std::shared_ptr<OperandSnapshot> read;
 };
 
 // One warpgroup's rendezvous for its .sync.aligned collectives (wgmma, setmaxnreg).
@@ -91,6 +101,7 @@ struct WarpgroupSlot {
   float c[128][128];
   float out[128][128];
   // setmaxnreg
+  std::shared_ptr<OperandSnapshot> read;  // of the last completed wgmma
   bool inc[128];
   int regs_req[128];
   int regs = 0;             // the warpgroup's current per-thread register count
@@ -245,8 +256,7 @@ uint32_t shared_address(const void* p, const where_t& where) {
   return static_cast<uint32_t>(c - base);
 }
 
-// ---- mbarrier
-// ------------------------------------------------------------------------------------
+// ---- mbarrier -----------------------------------------------------------------------------------
 
 void mbarrier_init(uint64_t* bar, uint32_t count, const where_t& where) {
   detail::check_shared(bar, 8, 8, "mbarrier.init", where);
@@ -329,8 +339,7 @@ void cp_async_mbarrier_arrive_noinc(uint64_t* bar, const where_t& where) {
   advance(b, bar, what, where);
 }
 
-// ---- TMA
-// -----------------------------------------------------------------------------------------
+// ---- TMA ----------------------------------------------------------------------------------------
 
 void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coords, int rank,
               const where_t& where) {
@@ -389,8 +398,7 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
   advance(b, bar, what, where);
 }
 
-// ---- Proxy fence
-// ---------------------------------------------------------------------------------
+// ---- Proxy fence --------------------------------------------------------------------------------
 
 void fence_proxy_async_shared(const where_t&) {
   // All generic writes so far become visible to the async proxy. (On hardware the fence orders the
@@ -399,8 +407,7 @@ void fence_proxy_async_shared(const where_t&) {
   std::memcpy(e.async_view.data(), detail::dynamic_shared_memory(), e.async_view.size());
 }
 
-// ---- Warpgroup rendezvous
-// ------------------------------------------------------------------------
+// ---- Warpgroup rendezvous -----------------------------------------------------------------------
 
 namespace {
 
@@ -445,7 +452,8 @@ void rendezvous(WarpgroupSlot& g, const char* kind, const where_t& where, F&& co
   detail::wait_until(generation_passed, &w, kind, where);
 }
 
-float element(uint32_t addr, WgmmaType t, const char* which, const where_t& where) {
+float element(uint32_t addr, WgmmaType t, const char* which, const where_t& where,
+              OperandSnapshot& read) {
   const Sm90Block& e = ext();
   if (addr + 2 > e.async_view.size())
     fail_at(kWgmma, where,
@@ -459,6 +467,8 @@ float element(uint32_t addr, WgmmaType t, const char* which, const where_t& wher
                 "fence.proxy.async.shared::cta (fence, then a barrier, before wgmma reads it)");
   uint16_t bits;
   std::memcpy(&bits, p, 2);
+  read.addr.push_back(addr);
+  read.bits.push_back(bits);
   if (t == WgmmaType::f16) {
     __half_raw r;
     r.x = bits;
@@ -536,10 +546,9 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
   const WgmmaPending* chained = nullptr;
   for (const WgmmaPending& p : ts.open)
     if (p.d == d) chained = &p;
-  if (!chained)
-    for (const auto& g : ts.groups)
-      for (const WgmmaPending& p : g)
-        if (p.d == d) chained = &p;
+  for (auto g = ts.groups.rbegin(); !chained && g != ts.groups.rend(); ++g)  // newest first
+    for (const WgmmaPending& p : *g)
+      if (p.d == d) chained = &p;
   if (chained && chained->count != n / 2)
     fail_at(kWgmma, where, "accumulator chained from a wgmma of a different shape");
   if (!chained && !ts.wgmma_fenced)
@@ -565,10 +574,13 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
   std::memcpy(g.c[me], chained ? chained->result.data() : d, sizeof(float) * (n / 2));
   rendezvous(g, kWgmma, where, [&] {
     float A[64][16], B[256][16];
+    g.read = std::make_shared<OperandSnapshot>();
+    g.read->issued_at = where;
     for (int m = 0; m < 64; ++m)
       for (int k = 0; k < 16; ++k)
         if (!g.a_regs)
-          A[m][k] = element(wgmma_element_address(g.desc_a, g.trans_a, m, k), g.type, "A", where);
+          A[m][k] = element(wgmma_element_address(g.desc_a, g.trans_a, m, k), g.type, "A", where,
+                            *g.read);
     if (g.a_regs)
       for (int t = 0; t < 128; ++t) {
         const int w = t / 32, l = t % 32, gg = l / 4, tt = l % 4;
@@ -578,7 +590,8 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
       }
     for (int nn = 0; nn < g.n; ++nn)
       for (int k = 0; k < 16; ++k)
-        B[nn][k] = element(wgmma_element_address(g.desc_b, g.trans_b, nn, k), g.type, "B", where);
+        B[nn][k] =
+            element(wgmma_element_address(g.desc_b, g.trans_b, nn, k), g.type, "B", where, *g.read);
     for (int t = 0; t < 128; ++t) {
       const int w = t / 32, l = t % 32, gg = l / 4, tt = l % 4;
       for (int i = 0; i < g.n / 2; ++i) {
@@ -590,7 +603,7 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
       }
     }
   });
-  WgmmaPending p{d, n / 2, std::vector<float>(g.out[me], g.out[me] + n / 2)};
+  WgmmaPending p{d, n / 2, std::vector<float>(g.out[me], g.out[me] + n / 2), g.read};
   ts.open.push_back(std::move(p));
   for (int i = 0; i < n / 2; ++i) d[i] = std::nanf("");  // undefined until the wait: poison
 }
@@ -601,11 +614,38 @@ void wgmma_commit_group(const where_t&) {
   ts.open.clear();
 }
 
+namespace {
+// True on the third look: the caller sits out two scheduling passes.
+bool third_look(void* p) {
+  return ++*static_cast<int*>(p) > 2;
+}
+}  // namespace
+
 void wgmma_wait_group(int n, const where_t& where) {
   if (n < 0 || n > 7) fail_at("wgmma.wait_group", where, "N must be in 0..7");
   ThreadState& ts = ext().threads[detail::current().tid];
+  if (static_cast<int>(ts.groups.size()) > n) {
+    // The wait takes time: the other threads run first, as they could on the GPU while the wgmma
+    // still reads its operands (a slot released too early is then refilled before the check).
+    int looks = 0;
+    detail::wait_until(third_look, &looks, "wgmma.wait_group", where);
+  }
   while (static_cast<int>(ts.groups.size()) > n) {
     for (const WgmmaPending& p : ts.groups.front()) {
+      // The operands are read as late as possible: checked when the warpgroup's last thread
+      // retires the wgmma.
+      if (p.read && ++p.read->retired == 128) {
+        for (size_t i = 0; i < p.read->addr.size(); ++i) {
+          uint16_t now;
+          std::memcpy(&now, smem_at(p.read->addr[i]), 2);
+          if (now != p.read->bits[i])
+            fail_at("wgmma.wait_group", where,
+                    "shared memory at " + hex(p.read->addr[i]) + " read by the wgmma issued at " +
+                        loc(p.read->issued_at) + " changed before this wait retired it (" +
+                        hex(p.read->bits[i]) + " -> " + hex(now) +
+                        "): its buffer was released or overwritten too early");
+        }
+      }
       bool newer = false;  // a later wgmma still in flight owns these registers now
       for (size_t gi = 1; gi < ts.groups.size(); ++gi)
         for (const WgmmaPending& q : ts.groups[gi]) newer |= q.d == p.d;
@@ -617,8 +657,7 @@ void wgmma_wait_group(int n, const where_t& where) {
   ts.wgmma_fenced = false;
 }
 
-// ---- elect.sync, named barriers
-// ------------------------------------------------------------------
+// ---- elect.sync, named barriers -----------------------------------------------------------------
 
 namespace {
 void elect_compute(const detail::CollectiveView& v) {
@@ -654,8 +693,7 @@ void named_barrier_arrive(int id, int count, const where_t& where) {
   detail::barrier_arrive(id, count, "bar.arrive", where);
 }
 
-// ---- setmaxnreg
-// ----------------------------------------------------------------------------------
+// ---- setmaxnreg ---------------------------------------------------------------------------------
 
 namespace {
 struct Grant {

@@ -5,7 +5,8 @@
 // Strictness beyond hardware (each violation is a KernelError naming the kernel line):
 // - a TMA tile load poisons its destination when issued and lands only when its mbarrier's phase
 //   completes, so reading it before the wait (or after waiting on the wrong parity) reads NaN;
-// - wgmma accumulators hold NaN from issue until the wait_group that retires them;
+// - wgmma accumulators hold NaN from issue until the wait_group that retires them, and the shared
+//   bytes a wgmma read must be unchanged when its warpgroup retires it (a slot released early);
 // - shared memory that wgmma reads must match what the async proxy saw at the last
 //   fence.proxy.async (or what TMA wrote): a generic store not followed by the fence is reported;
 // - an mbarrier phase that receives more arrivals, or more transaction bytes, than it expects is
@@ -95,8 +96,7 @@ uint32_t elect_sync(uint32_t mask, bool* is_leader, const where_t& where);
 void named_barrier_sync(int id, int count, const where_t& where);
 void named_barrier_arrive(int id, int count, const where_t& where);
 
-// ---- setmaxnreg
-// ----------------------------------------------------------------------------------
+// ---- setmaxnreg ---------------------------------------------------------------------------------
 void setmaxnreg(bool inc, int regs, const where_t& where);
 // The per-thread register count at kernel entry for the next launches (the block's pool is that
 // times the block's threads). 0 restores the default: what __launch_bounds__(threads, 1) gives,
