@@ -56,6 +56,11 @@ inline std::vector<attn::Problem> matrix() {
   attn::Problem scaled = make(1, 2, 2, 40, 60, 96, b16, true);
   scaled.scale = 0.3f;
   m.push_back(scaled);
+  // A negative scale: the largest score is the most negative q.k, and zero-filled keys past the
+  // end of a partial tile would dominate if they were not masked.
+  attn::Problem negative = make(1, 2, 2, 33, 70, 64, f16, false);
+  negative.scale = -0.2f;
+  m.push_back(negative);
   return m;
 }
 
