@@ -177,10 +177,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
 
-  // One K/V tile. kMasked: some key of the tile is invisible to some row (the last, partial tile;
-  // tiles on the causal diagonal); the other tiles skip the mask entirely.
-  // kStage (n % 2) is a compile-time constant too, so that every shared-memory address below is
-  // a per-thread base plus an immediate: the loops call this for two tiles at a time.
+  // One K/V tile. kMasked: some key of the tile may be invisible to some row (the last, partial
+  // tile; tiles on the causal diagonal); the other tiles skip the mask entirely. The stage
+  // (n % 2) is a compile-time constant too, so that every shared-memory address below is a
+  // per-thread base plus an immediate: the main loop calls this for two tiles at a time.
   auto tile = [&](int n, auto stage_c, auto masked) {
     constexpr int stage = decltype(stage_c)::value;
     constexpr bool kMasked = decltype(masked)::value;
