@@ -54,6 +54,14 @@ ATTN_HD bool dropout_keep(const Dropout& d, int b, int h, int i, int j) {
   return x >= d.threshold;
 }
 
+// dropout_keep for the two keys j and j + 1 (j even) of row (b, h, i), from one Philox call.
+ATTN_HD void dropout_keep_pair(const Dropout& d, int b, int h, int i, int j, bool& keep0,
+                               bool& keep1) {
+  const r123::Philox4x32::ctr_type w = dropout_words(d.seed, b, h, i, j);
+  keep0 = ((j & 2) ? w[2] : w[0]) >= d.threshold;
+  keep1 = ((j & 2) ? w[3] : w[1]) >= d.threshold;
+}
+
 // The factor element (b, h, i, j) of P is multiplied by: 0 if dropped, 1 / (1 - p) if kept.
 ATTN_HD float dropout_factor(const Dropout& d, int b, int h, int i, int j) {
   return dropout_keep(d, b, h, i, j) ? d.scale : 0.0f;

@@ -174,12 +174,13 @@ LOOP_COLS = ["tensor", "LDSM", "copy", "MUFU", "fp32", "int", "pred", "move", "b
 
 def mainloop_table(loops):
     lines = ["| step | kernel | arch | regs | " + " | ".join(LOOP_COLS) + " | instr/mma | inner "
-             "loops |", "|" + "---|" * (len(LOOP_COLS) + 6)]
+             "loops | next loop instr/mma |", "|" + "---|" * (len(LOOP_COLS) + 7)]
     for r in loops:
         c = r["loop"]
+        second = f"{c['second_per_tensor']:.2f}" if "second_per_tensor" in c else "-"
         lines.append(f"| {r['step']} | `{r['kernel']}` | {r['arch']} | {r['regs']} | " +
                      " | ".join(str(c[k]) for k in LOOP_COLS) +
-                     f" | {c['per_tensor']:.2f} | {c['inner_loops']} |")
+                     f" | {c['per_tensor']:.2f} | {c['inner_loops']} | {second} |")
     return "\n".join(lines)
 
 
@@ -193,8 +194,8 @@ def rewrite_chapter(chapter, baseline, loops):
         print(f"kernel_report: {chapter} has no {begin} ... {end} markers", file=sys.stderr)
         return 2
     before = json.load(open(baseline))
-    lines = ["| kernel | arch | regs before | regs after | instr before | instr after | "
-             "instr/mma before | instr/mma after |", "|" + "---|" * 8]
+    lines = ["| kernel | arch | regs before | regs after | mma before | mma after | instr before | "
+             "instr after | instr/mma before | instr/mma after |", "|" + "---|" * 10]
     for key, b in sorted(before.items()):
         step, rest = key.split(" ", 1)
         kernel, arch = rest.rsplit(" ", 1)
@@ -206,7 +207,8 @@ def rewrite_chapter(chapter, baseline, loops):
         for r in now:
             c = r["loop"]
             lines.append(f"| `{r['kernel']}` | {arch} | {b['regs']} | {r['regs']} | "
-                         f"{b['total']} | {c['total']} | {b['per_tensor']:.2f} | "
+                         f"{b['tensor']} | {c['tensor']} | {b['total']} | {c['total']} | "
+                         f"{b['per_tensor']:.2f} | "
                          f"{c['per_tensor']:.2f} |")
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
@@ -353,7 +355,11 @@ def main():
                 "copy = LDGSTS/UTMALDG, fp32 = FP32 arithmetic, compares and F2FP packs, "
                 "int = integer and uniform\narithmetic, pred = PLOP3/P2R/R2P, move = MOV/IMAD.MOV/"
                 "CS2R/S2R, barrier = BAR/DEPBAR/LDGDEPBAR,\nother = shuffles, loads, stores, "
-                "conversions. instr/mma = total / tensor. An inner loop is counted once.\n\n"
+                "conversions. instr/mma = total / tensor. An inner loop is counted once.\n"
+                "Causal problems and the last, partial tile run the kernel's other loop (the masked "
+                "tiles, one\ntile per iteration): its instructions per mma are the last column.\n"
+                "The `true` instantiations are the dropout kernels (the Philox loop is their inner "
+                "loop).\n\n"
                 + loop_table + "\n")
     else:
         print(table)

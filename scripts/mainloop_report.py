@@ -191,8 +191,14 @@ def main_loop(sass):
                            inner))
     if not candidates:
         return None
-    _, counts, header, path, inner = max(candidates, key=lambda c: c[0])
+    candidates.sort(key=lambda c: c[0], reverse=True)
+    _, counts, header, path, inner = candidates[0]
     counts = dict(counts)
+    # The next loop with tensor instructions, if any: in a kernel that peels its masked tiles,
+    # the masked loop (the tiles of a causal diagonal and the last, partial tile).
+    if len(candidates) > 1:
+        other = candidates[1][1]
+        counts["second_per_tensor"] = other["total"] / other["tensor"] if other["tensor"] else 0
     counts["per_tensor"] = counts["total"] / counts["tensor"] if counts["tensor"] else float("inf")
     counts["header"] = header
     counts["inner_loops"] = inner

@@ -56,6 +56,9 @@ inline std::vector<attn::Problem> matrix() {
       make(1, 2, 1, 1000, 1000, 64, f16, true),
       make(1, 1, 1, 1000, 1000, 128, b16, false, {}, 0.1f),
       make(2, 2, 2, 100, 1000, 80, f16, false, {1000, 999}),
+      // Dropout 0.999: almost every key dropped, the kept ones scaled by 1000 (precision).
+      make(1, 2, 2, 129, 129, 64, f16, false, {}, 0.999f),
+      make(1, 2, 1, 100, 200, 128, b16, true, {}, 0.999f),
   };
   // Per-batch query lengths: padding rows and whole padding tiles, an empty batch, causal masks
   // aligned to each batch's own lengths, and with key lengths too.
@@ -66,6 +69,11 @@ inline std::vector<attn::Problem> matrix() {
   attn::Problem scaled = make(1, 2, 2, 40, 60, 96, b16, true);
   scaled.scale = 0.3f;
   m.push_back(scaled);
+  // A negative scale: the largest score is the most negative q.k, and zero-filled keys past the
+  // end of a partial tile would dominate if they were not masked.
+  attn::Problem negative = make(1, 2, 2, 33, 70, 64, f16, false);
+  negative.scale = -0.2f;
+  m.push_back(negative);
   return m;
 }
 

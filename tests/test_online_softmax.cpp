@@ -124,3 +124,44 @@ TEST_CASE("the first visible block after masked ones starts cleanly", "[online_s
   st.l += os::prob(st, 5.0f);
   CHECK(st.l == 1.0f);
 }
+
+TEST_CASE("the base-2 form with the scale folded in matches the natural form", "[online_softmax]") {
+  // Unscaled scores x, scale s (negative too: the kernel then flips the sign of q, i.e. of x).
+  std::mt19937 rng(3);
+  std::normal_distribution<double> n(2.0, 5.0);
+  std::vector<double> x(200);
+  for (double& v : x) v = n(rng);
+  auto exp2 = [](double v) { return std::exp2(v); };
+  for (double scale : {0.125, 1.0, -0.3}) {
+    INFO("scale " << scale);
+    const double c = os::scale_log2(scale);
+    std::vector<double> s(x.size()), xs(x.size());
+    for (size_t j = 0; j < x.size(); ++j) {
+      xs[j] = scale < 0 ? -x[j] : x[j];  // what the kernel's max and FFMA see
+      s[j] = scale * x[j];
+    }
+    auto st = os::init<double>();
+    for (size_t j0 = 0; j0 < xs.size(); j0 += 8) {  // 200 = 25 blocks of 8
+      double mx = -INFINITY;
+      for (size_t j = j0; j < j0 + 8; ++j) mx = std::max(mx, xs[j]);
+      os::rescale_to2(st, mx, c, exp2);
+      const double off = os::neg_scaled_max(st, c);
+      for (size_t j = j0; j < j0 + 8; ++j) st.l += os::prob2(xs[j], c, off, exp2);
+    }
+    CHECK(os::lse2(st, scale) == Approx(direct_lse(s)).epsilon(1e-13));
+  }
+}
+
+TEST_CASE("the base-2 form keeps a row with no visible key at O = 0, LSE = -inf",
+          "[online_softmax]") {
+  auto exp2 = [](float v) { return std::exp2(v); };
+  auto st = os::init<float>();
+  const float c = os::scale_log2(0.5f);
+  const float alpha = os::rescale_to2(st, -INFINITY, c, exp2);  // a fully masked block
+  const float off = os::neg_scaled_max(st, c);
+  const float p = os::prob2(-INFINITY, c, off, exp2);
+  CHECK(alpha == 0.0f);  // multiplies an accumulator that is 0 anyway
+  CHECK(p == 0.0f);
+  CHECK(std::isinf(os::lse2(st, 0.5f)));
+  CHECK(os::inv_sum(st) == 0.0f);
+}

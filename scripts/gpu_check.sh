@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# One command for a GPU owner: everything that this repository cannot check without a GPU.
+#
+#   scripts/gpu_check.sh
+#
+# On a machine with an NVIDIA GPU (sm_80 or newer, nvidia-smi and the CUDA toolkit installed):
+#   1. builds for that GPU only (build-gpu/, CMAKE_CUDA_ARCHITECTURES from nvidia-smi);
+#   2. runs the test suite, GPU tests included (the gpu.* tests run instead of being skipped);
+#   3. runs compute-sanitizer memcheck, racecheck, synccheck and initcheck on every kernel step at
+#      three small shapes (odd lengths, causal with GQA, per-batch key lengths with dropout);
+#   4. runs the bench on the seeds and fa grids (scripts/bench.py) and draws the chart, writing
+#      docs/results/<gpu>.csv and docs/results/<gpu>.png / .svg (commit them: docs/benchmarking.md).
+# Every stage runs even if an earlier one failed; the exit status is 1 if any failed.
+# Without a GPU it says so in one line and exits 2.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu_check: no NVIDIA GPU here (nvidia-smi finds none); run it on a machine with one" >&2
+  exit 2
+fi
+
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
+[[ "$cc" == 90 ]] && cc=90a # Hopper: the architecture-specific features (wgmma, TMA)
+slug=$(echo "$name" | tr '[:upper:]' '[:lower:]' | sed -e 's/nvidia //' -e 's/[^a-z0-9]\+/-/g' \
+  -e 's/^-//' -e 's/-$//')
+echo "gpu_check: $name (sm_$cc), results in docs/results/$slug.csv"
+
+status=0
+stage() {  # stage NAME COMMAND...: runs it, reports, remembers a failure
+  echo "== $1"
+  shift
+  if ! "$@"; then
+    echo "gpu_check: FAILED: $*" >&2
+    status=1
+  fi
+}
+
+scripts/setup.sh --python
+stage "build for sm_$cc" bash -c "cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES=$cc >/dev/null && cmake --build build-gpu -j$(nproc)"
+stage "tests (GPU tests included)" bash -c "cd build-gpu && ctest --output-on-failure -j1"
+
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+shapes=(
+  "--batch 1 --heads 2 --seqlen-q 17 --seqlen-k 129 --dim 64"
+  "--batch 2 --heads 4 --heads-kv 2 --seq 129 --dim 128 --causal --dtype bf16"
+  "--batch 3 --heads 2 --seqlen-q 65 --seqlen-k 100 --dim 96 --seqlens-k 100,1,0 --dropout 0.1"
+)
+for step in step1_naive step2_tiled step3_fused step4_tensorcore step5_warpspecialized; do
+  [[ -x build-gpu/bin/$step ]] || continue
+  for tool in memcheck racecheck synccheck initcheck; do
+    for shape in "${shapes[@]}"; do
+      # shellcheck disable=SC2086
+      stage "$tool $step $shape" "$sanitizer" --tool "$tool" --error-exitcode 1 \
+        build-gpu/bin/$step --backend gpu $shape --iters 1 --warmup 0
+    done
+  done
+done
+
+mkdir -p docs/results
+csv=docs/results/$slug.csv
+rm -f "$csv"
+for grid in seeds fa; do
+  stage "bench, $grid grid" .venv/bin/python scripts/bench.py --build build-gpu --backend gpu \
+    --grid "$grid" --out "$csv"
+done
+stage "chart" .venv/bin/python scripts/chart.py "$csv" --out "docs/results/$slug"
+
+echo "gpu_check: $([[ $status == 0 ]] && echo passed || echo FAILED); $csv and its chart written"
+exit $status
