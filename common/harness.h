@@ -53,6 +53,7 @@ class DeviceProblem {
 
 struct RunOutcome {
   int exit_code = 0;    // 0 passed (or not checked), 1 failed its check or faulted, 2 invalid
+                        // input, or a problem too large for this machine
   std::string message;  // one line: why exit_code is 1 or 2; a notice otherwise (may be empty)
   bool ran = false;     // the step ran to the end: `row` is complete
   ResultRow row;

@@ -2,7 +2,7 @@
 //
 // For each query row we walk the keys in blocks of Bc, keep the online-softmax state (m, l) and
 // an unnormalised accumulator acc[D], and never hold more than one block of scores. Part (a), the
-// Eigen reference that materialises S and P, is common/reference.cpp; the harness compares the
+// Eigen FP64 reference (a tile of S at a time), is common/reference.cpp; the harness compares the
 // two at the end. Here, on the checked run, we also verify after every block that the state
 // equals the softmax over the keys seen so far (see README.md, "The invariant").
 #include <algorithm>

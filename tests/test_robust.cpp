@@ -130,7 +130,7 @@ TEST_CASE("robust: NaN and Inf outputs are reported as such, with a count and th
   CHECK_THAT(attn::format_result(r.row), Catch::Contains("NaN or Inf"));
 }
 
-TEST_CASE("robust: the CPU backend runs once by default; flags override", "[robust]") {
+TEST_CASE("robust: the CPU backend runs once by default, and flags override", "[robust]") {
   attn::Options o;
   o.problem.seqlen_q = o.problem.seqlen_k = 8;
   const attn::StepInfo step{.name = "step0_reference", .cpu = &step0::streaming_attention};
