@@ -5,8 +5,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <source_location>
 #include <string>
+#include "common/simt/where.h"
 
 namespace simt {
 
@@ -30,7 +30,7 @@ Schedule schedule();
 // guard zones of all device allocations are checked. Throws KernelError on any fault, naming
 // the launch site `where`.
 void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::function<void()>& body,
-            const std::source_location& where = std::source_location::current());
+            const simt::where_t& where = simt::where_t::current());
 
 // Limits a launch is checked against (those of sm_90; smaller GPUs allow less shared memory).
 constexpr int kMaxThreadsPerBlock = 1024;

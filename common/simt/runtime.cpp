@@ -90,7 +90,7 @@ struct Thread {
   std::exception_ptr error;
   Wait wait = Wait::none;
   const char* what = nullptr;
-  std::source_location where;
+  simt::where_t where;
   int barrier_id = -1;
   uint32_t coll_mask = 0;
   const char* coll_kind = nullptr;
@@ -103,7 +103,7 @@ struct Barrier {
   int count = 0;
   int arrived = 0;
   const char* what = nullptr;
-  std::source_location where;
+  simt::where_t where;
 };
 
 struct Block {
@@ -129,7 +129,7 @@ Thread& current_thread() {
   return *t_thread;
 }
 
-std::string loc(const std::source_location& w) {
+std::string loc(const simt::where_t& w) {
   std::string file = w.file_name();
   if (auto slash = file.rfind('/'); slash != std::string::npos) {
     // Keep "dir/file.cu" so that the step is visible.
@@ -388,7 +388,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
 // -------------------------------------------------------------------
 
 void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_bytes, void* out,
-                     size_t out_bytes, CollectiveFn compute, const std::source_location& where) {
+                     size_t out_bytes, CollectiveFn compute, const simt::where_t& where) {
   Thread& t = current_thread();
   Block& blk = *t_block;
   const int lane = t.ids.lane;
@@ -408,7 +408,7 @@ void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_
   if (out_bytes != 0) std::memcpy(out, slot.out, out_bytes);
 }
 
-void barrier_sync(int id, int count, const char* what, const std::source_location& where) {
+void barrier_sync(int id, int count, const char* what, const simt::where_t& where) {
   Thread& t = current_thread();
   Block& blk = *t_block;
   if (id < 0 || id > 15)
@@ -461,8 +461,7 @@ void barrier_sync(int id, int count, const char* what, const std::source_locatio
   suspend(t);
 }
 
-void wait_until(bool (*ready)(void*), void* arg, const char* what,
-                const std::source_location& where) {
+void wait_until(bool (*ready)(void*), void* arg, const char* what, const simt::where_t& where) {
   if (ready(arg)) return;
   Thread& t = current_thread();
   t.wait = Wait::predicate;
@@ -485,7 +484,7 @@ int block_threads() {
 }
 
 void check_shared(const void* p, size_t bytes, size_t align, const char* what,
-                  const std::source_location& where) {
+                  const simt::where_t& where) {
   const auto* c = static_cast<const unsigned char*>(p);
   const Block& blk = *t_block;
   if (c < blk.smem || c + bytes > blk.smem + blk.smem_bytes)
@@ -551,7 +550,7 @@ Schedule schedule() {
 }
 
 void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body,
-            const std::source_location& where) {
+            const simt::where_t& where) {
   const std::string site = "kernel launched at " + detail::loc(where);
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
   if (threads == 0 || threads > kMaxThreadsPerBlock)

@@ -10,10 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include "common/simt/where.h"
 
 namespace simt {
 
@@ -89,12 +89,12 @@ using CollectiveFn = void (*)(const CollectiveView& view);
 // wrappers pass their own name). Copies `in` (in_bytes) into the lane's slot, waits, and copies the
 // lane's result (out_bytes) to `out`.
 void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_bytes, void* out,
-                     size_t out_bytes, CollectiveFn compute, const std::source_location& where);
+                     size_t out_bytes, CollectiveFn compute, const simt::where_t& where);
 
 // ---- Block barriers ----------------------------------------------------------------------------
 // bar.sync: barrier `id` (0..15) completes when `count` threads have arrived. __syncthreads is
 // barrier 0 with the whole block; it is an error for any thread of the block to exit instead.
-void barrier_sync(int id, int count, const char* what, const std::source_location& where);
+void barrier_sync(int id, int count, const char* what, const simt::where_t& where);
 
 // ---- Shared memory -----------------------------------------------------------------------------
 // The block's dynamic shared memory (the launch's smem bytes), poisoned at block start.
@@ -103,7 +103,7 @@ size_t dynamic_shared_memory_bytes();
 // Fails (naming `what` and `where`) unless [p, p + bytes) lies in the block's dynamic shared
 // memory and p is aligned to `align` bytes.
 void check_shared(const void* p, size_t bytes, size_t align, const char* what,
-                  const std::source_location& where);
+                  const simt::where_t& where);
 // Number of threads in the block (a warp-wide PTX operation needs whole warps).
 int block_threads();
 
@@ -111,8 +111,7 @@ int block_threads();
 // --------------------------- Suspends the calling CUDA thread until `ready(arg)` returns true.
 // `what` and `where` appear in the deadlock report. The predicate is re-evaluated whenever another
 // thread of the block ran.
-void wait_until(bool (*ready)(void*), void* arg, const char* what,
-                const std::source_location& where);
+void wait_until(bool (*ready)(void*), void* arg, const char* what, const simt::where_t& where);
 
 }  // namespace detail
 }  // namespace simt
