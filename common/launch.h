@@ -5,7 +5,7 @@
 #pragma once
 
 #include <cstddef>
-#include <source_location>
+#include "common/simt/where.h"
 
 #include "common/backend.h"
 
@@ -15,7 +15,7 @@ struct LaunchConfig {
   dim3 grid;
   dim3 block;
   size_t smem_bytes = 0;
-  std::source_location where = std::source_location::current();
+  simt::where_t where = simt::where_t::current();
 };
 
 template <typename... Params, typename... Args>

@@ -25,7 +25,7 @@ namespace attn {
 // On the CPU backend every wrapper also takes the caller's source location (a defaulted last
 // parameter), so that a misuse is reported at the kernel's line, not inside this header.
 #if defined(SIMT_BACKEND)
-#define ATTN_PTX_WHERE_ONLY const std::source_location& where = std::source_location::current()
+#define ATTN_PTX_WHERE_ONLY const simt::where_t& where = simt::where_t::current()
 #define ATTN_PTX_WHERE , ATTN_PTX_WHERE_ONLY
 #else
 #define ATTN_PTX_WHERE_ONLY

@@ -624,8 +624,7 @@ __global__ void registers(int which, int* out) {
     else
       attn::setmaxnreg_inc<240>();
   }
-  if (which == 3)
-    simt::setmaxnreg(true, 100, std::source_location::current());  // not a multiple of 8
+  if (which == 3) simt::setmaxnreg(true, 100, simt::where_t::current());  // not a multiple of 8
   out[threadIdx.x] = 1;
 }
 }  // namespace

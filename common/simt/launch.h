@@ -5,8 +5,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <source_location>
 #include <string>
+#include "common/simt/where.h"
 
 namespace simt {
 
@@ -34,7 +34,7 @@ Schedule schedule();
 // guard zones of all device allocations are checked. Throws KernelError on any fault, naming
 // the launch site `where`.
 void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::function<void()>& body,
-            const std::source_location& where = std::source_location::current());
+            const simt::where_t& where = simt::where_t::current());
 
 // Progress of long runs: `hook(started, total)` is called from the worker threads each time a
 // block of a launch starts (started counts 1..total within that launch). Process-wide; pass an

@@ -84,7 +84,9 @@ void device_free(void* ptr) {
 std::string check_guards() {
   std::lock_guard lock(g_mutex);
   std::string first;
-  for (auto& [ptr, a] : registry()) {
+  for (auto& entry : registry()) {
+    // A named reference, not a structured binding: clang before 16 cannot capture those.
+    auto& a = entry.second;
     auto scan = [&](unsigned char* zone, size_t n, bool before) {
       size_t lo = n, hi = 0;
       for (size_t i = 0; i < n; ++i)

@@ -121,7 +121,7 @@ void ldmatrix_compute(const detail::CollectiveView& v) {
   }
 }
 
-void need_whole_warp(const char* what, const std::source_location& where) {
+void need_whole_warp(const char* what, const simt::where_t& where) {
   // On every mma and ldmatrix: the block size from the thread's own ids, not a call.
   const dim3& bd = detail::current().block_dim;
   if (bd.x * bd.y * bd.z % 32 != 0)
@@ -133,7 +133,7 @@ void need_whole_warp(const char* what, const std::source_location& where) {
 }  // namespace
 
 void mma_m16n8k16(MmaType type, float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
-                  const float (&c)[4], const std::source_location& where) {
+                  const float (&c)[4], const simt::where_t& where) {
   need_whole_warp("mma.sync", where);
   MmaIn in;
   std::memcpy(in.a, a, sizeof in.a);
@@ -148,7 +148,7 @@ void mma_m16n8k16(MmaType type, float (&d)[4], const uint32_t (&a)[4], const uin
 }
 
 void ldmatrix(int count, bool trans, uint32_t* regs, const void* row_address,
-              const std::source_location& where) {
+              const simt::where_t& where) {
   need_whole_warp("ldmatrix", where);
   // Lanes past the last matrix's rows supply no address (hardware ignores them).
   if (detail::current().lane < 8 * count) {
@@ -162,7 +162,7 @@ void ldmatrix(int count, bool trans, uint32_t* regs, const void* row_address,
   std::memcpy(regs, out, sizeof(uint32_t) * count);
 }
 
-void cp_async_16(void* dst, const void* src, int src_bytes, const std::source_location& where) {
+void cp_async_16(void* dst, const void* src, int src_bytes, const simt::where_t& where) {
   detail::check_shared(dst, 16, 16, "cp.async", where);
   if (src_bytes < 0 || src_bytes > 16) fail("cp.async: source size must be in [0, 16]");
   if (src_bytes > 0 && reinterpret_cast<uintptr_t>(src) % 16 != 0)
@@ -188,7 +188,7 @@ void cp_async_commit() {
   a.open.clear();
 }
 
-void cp_async_wait(int n, const std::source_location&) {
+void cp_async_wait(int n, const simt::where_t&) {
   if (g_skip_wait.load(std::memory_order_relaxed)) return;
   auto& a = detail::current().async;
   while (static_cast<int>(a.groups.size()) > n) {
@@ -210,7 +210,7 @@ void skip_barrier_at(const char* file_suffix, int line) {
   g_skip_file = file_suffix ? file_suffix : "";
   g_skip_line = line;
 }
-bool barrier_skipped(const std::source_location& where) {
+bool barrier_skipped(const simt::where_t& where) {
   // Called by every __syncthreads: without an injected fault it is one relaxed atomic load.
   const int line = g_skip_line.load(std::memory_order_relaxed);
   if (line == 0 || static_cast<int>(where.line()) != line) return false;

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 #include <cstring>
-#include <source_location>
+#include "common/simt/where.h"
 
 namespace simt {
 
@@ -38,27 +38,27 @@ inline float f16_bits_to_float(uint16_t h) {
 
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 d, a, b, c.
 void mma_m16n8k16(MmaType type, float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
-                  const float (&c)[4], const std::source_location& where);
+                  const float (&c)[4], const simt::where_t& where);
 
 // ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: `count` 8x8 matrices of 16-bit
 // elements; lanes 8j..8j+7 give the row addresses of matrix j.
 void ldmatrix(int count, bool trans, uint32_t* regs, const void* row_address,
-              const std::source_location& where);
+              const simt::where_t& where);
 
 // cp.async.cg.shared.global [dst], [src], 16, src_bytes: copies src_bytes (0..16) and zero-fills
 // the rest of the 16 bytes, asynchronously.
-void cp_async_16(void* dst, const void* src, int src_bytes, const std::source_location& where);
+void cp_async_16(void* dst, const void* src, int src_bytes, const simt::where_t& where);
 // cp.async.commit_group
 void cp_async_commit();
 // cp.async.wait_group n: returns when at most n of this thread's committed groups are pending.
-void cp_async_wait(int n, const std::source_location& where);
+void cp_async_wait(int n, const simt::where_t& where);
 
 // Fault injection for tests: removes every cp.async.wait_group (copies then never land), or the
 // block barrier or __syncwarp at one source line, as if the kernel had been written without it.
 namespace testing {
 void skip_cp_async_wait(bool on);
 void skip_barrier_at(const char* file_suffix, int line);  // line 0: none
-bool barrier_skipped(const std::source_location& where);
+bool barrier_skipped(const simt::where_t& where);
 }  // namespace testing
 
 }  // namespace simt

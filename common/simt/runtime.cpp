@@ -92,7 +92,7 @@ struct Thread {
   std::exception_ptr error;
   Wait wait = Wait::none;
   const char* what = nullptr;
-  std::source_location where;
+  simt::where_t where;
   int barrier_id = -1;
   uint32_t coll_mask = 0;
   const char* coll_kind = nullptr;
@@ -105,7 +105,7 @@ struct Barrier {
   int count = 0;
   int arrived = 0;
   const char* what = nullptr;
-  std::source_location where;
+  simt::where_t where;
 };
 
 struct Block {
@@ -204,7 +204,7 @@ std::string loc_of(const char* name, unsigned line) {
   return file + ":" + std::to_string(line);
 }
 
-std::string loc(const std::source_location& w) {
+std::string loc(const simt::where_t& w) {
   return loc_of(w.file_name(), w.line());
 }
 
@@ -499,7 +499,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
 // -------------------------------------------------------------------
 
 void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_bytes, void* out,
-                     size_t out_bytes, CollectiveFn compute, const std::source_location& where) {
+                     size_t out_bytes, CollectiveFn compute, const simt::where_t& where) {
   Thread& t = current_thread();
   Block& blk = *t_block;
   const int lane = t.ids.lane;
@@ -519,7 +519,7 @@ void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_
   if (out_bytes != 0) std::memcpy(out, slot.out, out_bytes);
 }
 
-void barrier_sync(int id, int count, const char* what, const std::source_location& where) {
+void barrier_sync(int id, int count, const char* what, const simt::where_t& where) {
   Thread& t = current_thread();
   Block& blk = *t_block;
   if (id < 0 || id > 15)
@@ -574,8 +574,7 @@ void barrier_sync(int id, int count, const char* what, const std::source_locatio
   suspend(t);
 }
 
-void wait_until(bool (*ready)(void*), void* arg, const char* what,
-                const std::source_location& where) {
+void wait_until(bool (*ready)(void*), void* arg, const char* what, const simt::where_t& where) {
   if (ready(arg)) return;
   Thread& t = current_thread();
   t.wait = Wait::predicate;
@@ -586,7 +585,7 @@ void wait_until(bool (*ready)(void*), void* arg, const char* what,
   suspend(t);
 }
 
-void barrier_arrive(int id, int count, const char* what, const std::source_location& where) {
+void barrier_arrive(int id, int count, const char* what, const simt::where_t& where) {
   Block& blk = *t_block;
   if (id < 0 || id > 15)
     fail(std::string(what) + ": barrier id " + std::to_string(id) + " not in 0..15");
@@ -699,7 +698,7 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
   return true;
 }
 
-void async_issued(const void* dst, const std::source_location& where) {
+void async_issued(const void* dst, const simt::where_t& where) {
   Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
   blk.pending[off / 16] = {where.file_name(), where.line(), t_current->tid};
@@ -713,8 +712,7 @@ void async_landed(const void* dst) {
     for (size_t w = off / 4; w < off / 4 + 4 && w < blk.stores.size(); ++w) blk.stores[w] = 0;
 }
 
-void check_not_pending(const void* p, size_t bytes, const char* what,
-                       const std::source_location& where) {
+void check_not_pending(const void* p, size_t bytes, const char* what, const simt::where_t& where) {
   const Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(p) - blk.smem;
   for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
@@ -741,7 +739,7 @@ std::string short_location(const char* file, unsigned line) {
 }
 
 void check_shared(const void* p, size_t bytes, size_t align, const char* what,
-                  const std::source_location& where) {
+                  const simt::where_t& where) {
   const auto* c = static_cast<const unsigned char*>(p);
   const Block& blk = *t_block;
   if (c < blk.smem || c + bytes > blk.smem + blk.smem_bytes)
@@ -821,7 +819,7 @@ void set_progress_hook(ProgressHook hook) {
 }
 
 void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body,
-            const std::source_location& where) {
+            const simt::where_t& where) {
   const std::string site = "kernel launched at " + detail::loc(where);
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
   if (threads == 0 || threads > kMaxThreadsPerBlock)

@@ -10,10 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include "common/simt/where.h"
 
 namespace simt {
 
@@ -92,12 +92,12 @@ using CollectiveFn = void (*)(const CollectiveView& view);
 // wrappers pass their own name). Copies `in` (in_bytes) into the lane's slot, waits, and copies the
 // lane's result (out_bytes) to `out`.
 void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_bytes, void* out,
-                     size_t out_bytes, CollectiveFn compute, const std::source_location& where);
+                     size_t out_bytes, CollectiveFn compute, const simt::where_t& where);
 
 // ---- Block barriers ----------------------------------------------------------------------------
 // bar.sync: barrier `id` (0..15) completes when `count` threads have arrived. __syncthreads is
 // barrier 0 with the whole block; it is an error for any thread of the block to exit instead.
-void barrier_sync(int id, int count, const char* what, const std::source_location& where);
+void barrier_sync(int id, int count, const char* what, const simt::where_t& where);
 
 // ---- Shared memory -----------------------------------------------------------------------------
 // The block's dynamic shared memory (the launch's smem bytes), poisoned at block start.
@@ -106,7 +106,7 @@ size_t dynamic_shared_memory_bytes();
 // Fails (naming `what` and `where`) unless [p, p + bytes) lies in the block's dynamic shared
 // memory and p is aligned to `align` bytes.
 void check_shared(const void* p, size_t bytes, size_t align, const char* what,
-                  const std::source_location& where);
+                  const simt::where_t& where);
 // Number of threads in the block (a warp-wide PTX operation needs whole warps).
 int block_threads();
 
@@ -114,8 +114,7 @@ int block_threads();
 // --------------------------- Suspends the calling CUDA thread until `ready(arg)` returns true.
 // `what` and `where` appear in the deadlock report. The predicate is re-evaluated whenever another
 // thread of the block ran.
-void wait_until(bool (*ready)(void*), void* arg, const char* what,
-                const std::source_location& where);
+void wait_until(bool (*ready)(void*), void* arg, const char* what, const simt::where_t& where);
 
 // ---- Memory-access checks of instrumented kernels (checks.cpp) ---------------------------------
 // Kernels compiled with ATTN_INSTRUMENT's flags call the backend on every load and store; these
@@ -135,11 +134,10 @@ void enable_store_tracking();
 // Asynchronous copies into shared memory (cp.async): between issue and landing the 16 bytes at
 // `dst` are pending; any read of them (ldmatrix, or a load of an instrumented kernel) is an
 // error naming the issuing thread and line. Landing also forgets who last stored there.
-void async_issued(const void* dst, const std::source_location& where);
+void async_issued(const void* dst, const simt::where_t& where);
 void async_landed(const void* dst);
 // Fails, naming `what` and `where`, if [p, p + bytes) overlaps a pending asynchronous copy.
-void check_not_pending(const void* p, size_t bytes, const char* what,
-                       const std::source_location& where);
+void check_not_pending(const void* p, size_t bytes, const char* what, const simt::where_t& where);
 // Ends the calling CUDA thread with a KernelError from code that cannot throw (a compiler-inserted
 // check): the fiber is switched away from and never resumed, and the launch reports `what`.
 [[noreturn]] void fail_no_unwind(const std::string& what);
@@ -148,7 +146,7 @@ std::string short_location(const char* file, unsigned line);
 // ---- Hooks for the Hopper emulations (common/simt/sm90.cpp) -------------------------------------
 // bar.arrive: counts the calling thread on barrier `id` (completing it when `count` threads have
 // arrived) without waiting.
-void barrier_arrive(int id, int count, const char* what, const std::source_location& where);
+void barrier_arrive(int id, int count, const char* what, const simt::where_t& where);
 // State that lives as long as the running block (null until set). Its describe() is appended to
 // the block's deadlock report (e.g. each mbarrier's phase, pending arrivals and bytes).
 struct BlockExtension {

@@ -34,8 +34,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <source_location>
 #include <type_traits>
+#include "common/simt/where.h"
 
 #include "common/simt/launch.h"
 #include "common/simt/ptx.h"
@@ -50,8 +50,6 @@
 inline constexpr int warpSize = 32;
 
 namespace simt {
-
-using where_t = std::source_location;
 
 // The names that identify each warp collective (lanes meet only in the same kind).
 inline constexpr char kShflIdx[] = "__shfl_sync";

@@ -15,11 +15,9 @@
 #pragma once
 
 #include <cstdint>
-#include <source_location>
+#include "common/simt/where.h"
 
 namespace simt {
-
-using where_t = std::source_location;
 
 // ---- Shared-memory addresses --------------------------------------------------------------------
 // The 32-bit shared-window address of p (what __cvta_generic_to_shared gives on the GPU): its
