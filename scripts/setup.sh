@@ -55,7 +55,8 @@ if [ "${1:-}" = "--python" ]; then
     .venv/bin/pip install -q --disable-pip-version-check --no-deps nvidia-cuda-cuobjdump \
       nvidia-cuda-nvdisasm
     # The CUDA headers without the toolkit, for a CPU-only build: the 16-bit float types and dim3
-    # (nvidia-cuda-runtime, with the crt/ headers they include from nvidia-cuda-crt), and libcu++ for CuTe in the layout oracle (nvidia-cuda-cccl). A GPU
+    # (nvidia-cuda-runtime, with the crt/ headers they include from nvidia-cuda-crt), and libcu++
+    # for CuTe in the layout oracle (nvidia-cuda-cccl). A GPU
     # build uses the toolkit's own copies instead.
     .venv/bin/pip install -q --disable-pip-version-check --no-deps nvidia-cuda-runtime \
       nvidia-cuda-crt nvidia-cuda-cccl
