@@ -29,7 +29,8 @@ target_include_directories(Random123 SYSTEM INTERFACE ${RANDOM123_INCLUDE_DIR})
 
 # The CUDA headers that both halves use: the 16-bit float types (cuda_fp16.h, cuda_bf16.h) and
 # dim3/uint3 (vector_types.h). A GPU build takes them from the toolkit. A CPU-only build takes
-# them from the NVIDIA CUDA runtime wheel on PyPI (nvidia-cuda-runtime, headers and no compiler),
+# them from the NVIDIA CUDA runtime wheels on PyPI (nvidia-cuda-runtime and the crt/ headers it
+# includes, nvidia-cuda-crt: headers and no compiler),
 # which scripts/setup.sh --python installs into .venv: it installs anywhere pip does, without the
 # toolkit. ATTN_CUDA_INCLUDE_DIRS names the directory either way.
 if(ATTN_HAVE_GPU)
@@ -39,12 +40,16 @@ if(ATTN_HAVE_GPU)
 else()
   file(GLOB ATTN_CUDA_INCLUDE_DIRS LIST_DIRECTORIES true
        ${PROJECT_SOURCE_DIR}/.venv/lib/python3*/site-packages/nvidia/cu13/include)
-  if(NOT ATTN_CUDA_INCLUDE_DIRS OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/cuda_fp16.h")
+  if(ATTN_CUDA_INCLUDE_DIRS)
+    list(GET ATTN_CUDA_INCLUDE_DIRS 0 ATTN_CUDA_INCLUDE_DIRS)
+  endif()
+  if(NOT ATTN_CUDA_INCLUDE_DIRS OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/cuda_fp16.h"
+     OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/crt/host_defines.h")
     message(FATAL_ERROR
       "CPU-only build: the CUDA headers for the 16-bit types (cuda_fp16.h, cuda_bf16.h) are not in "
       ".venv. Install them with:\n  scripts/setup.sh --python\n"
-      "(it pip-installs nvidia-cuda-runtime, the headers without the toolkit, into .venv).")
+      "(it pip-installs nvidia-cuda-runtime and nvidia-cuda-crt, the headers without the "
+      "toolkit, into .venv).")
   endif()
-  list(GET ATTN_CUDA_INCLUDE_DIRS 0 ATTN_CUDA_INCLUDE_DIRS)
   set(ATTN_CUDA_VERSION "none")
 endif()

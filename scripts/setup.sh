@@ -46,6 +46,7 @@ if [ "${1:-}" = "--python" ]; then
   if [ ! -x .venv/bin/python ] || ! have matplotlib || ! have cutlass_library || ! have numpy ||
      ! have safetensors ||
      ! [ -x $nv/bin/nvdisasm ] || ! [ -f $nv/include/cuda_fp16.h ] ||
+     ! [ -f $nv/include/crt/host_defines.h ] ||
      ! [ -d $nv/include/cccl/cuda ]; then
     echo "setup: creating .venv: matplotlib, numpy, safetensors, nvidia-cutlass (CuTe, the layout oracle), cuobjdump +" \
       "nvdisasm, the CUDA runtime and CCCL headers"
@@ -57,10 +58,11 @@ if [ "${1:-}" = "--python" ]; then
     .venv/bin/pip install -q --disable-pip-version-check --no-deps nvidia-cuda-cuobjdump \
       nvidia-cuda-nvdisasm
     # The CUDA headers without the toolkit, for a CPU-only build: the 16-bit float types and dim3
-    # (nvidia-cuda-runtime), and libcu++ for CuTe in the layout oracle (nvidia-cuda-cccl). A GPU
+    # (nvidia-cuda-runtime, with the crt/ headers they include from nvidia-cuda-crt), and libcu++
+    # for CuTe in the layout oracle (nvidia-cuda-cccl). A GPU
     # build uses the toolkit's own copies instead.
     .venv/bin/pip install -q --disable-pip-version-check --no-deps nvidia-cuda-runtime \
-      nvidia-cuda-cccl
+      nvidia-cuda-crt nvidia-cuda-cccl
   fi
   if [ "${ATTN_WITH_TORCH:-0}" = 1 ] && ! have torch; then
     echo "setup: ATTN_WITH_TORCH=1: installing torch into .venv (the PyTorch SDPA gate)"
