@@ -1,6 +1,6 @@
 // The correctness gate: a step's O and LSE against the FP64 reference.
 //
-// FP16: |O - ref| <= 1e-3 + 1e-3 * |ref| elementwise (the contract in ARCHITECTURE.md).
+// FP16: |O - ref| <= 1e-3 + 1e-3 * |ref| elementwise (the contract in docs/architecture.md).
 // BF16: |O - ref| <= 8e-3 + 8e-3 * |ref|. Justification: bf16 keeps 8 significant bits, so its
 //   unit roundoff is u = 2^-8 = 3.9e-3. Rounding O to bf16 costs up to u * |ref|; a tensor-core
 //   step that rounds P to bf16 before P V adds up to u * sum_j P_ij |V_jd| <= u * max|V| = 1.5 u

@@ -1,4 +1,4 @@
-// The command line every step shares (the flags listed in ARCHITECTURE.md).
+// The command line every step shares (the flags listed in docs/architecture.md).
 #pragma once
 
 #include <functional>
