@@ -16,6 +16,8 @@ struct Options {
   std::string csv;  // append a result row here when set
   bool check = true;
   bool quiet = false;
+  std::string config;       // a step's tile configuration by name; empty: the tuned table's
+  std::string tuned_table;  // the tuned-configuration table; empty: the step's own
 };
 
 struct CliResult {
