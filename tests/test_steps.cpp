@@ -195,7 +195,8 @@ std::string write_table(const std::string& name, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("step4 picks its tile configuration: --config, the table, the default", "[steps]") {
+TEST_CASE("step4 picks its tile configuration from --config then the table then the default",
+          "[steps]") {
   attn::RunOutcome r = step4_with("", "");  // the committed table: the default on the CPU
   REQUIRE(r.exit_code == 0);
   CHECK(r.row.config == "br64_bc64_w4_s2");
@@ -215,7 +216,7 @@ TEST_CASE("step4 picks its tile configuration: --config, the table, the default"
   CHECK(r.row.config_source == "default");
 }
 
-TEST_CASE("step4: a malformed table or an unknown config exits 2 with one line", "[steps]") {
+TEST_CASE("step4 exits 2 with one line on a malformed table or an unknown config", "[steps]") {
   const std::string hdr = "arch,dtype,dim,causal,config\n";
   for (const auto& [table, why] : std::vector<std::pair<std::string, std::string>>{
            {"arch,dtype,dim,config\n", "expected the header"},
