@@ -1,12 +1,12 @@
 // Step 4: the fused kernel of step 3 on tensor cores (FlashAttention-2 style, sm_80 and newer).
 //
 //   attention_kernel   Q tile in registers as mma A fragments; K and V tiles streamed through a
-//                      two-stage cp.async pipeline into swizzled shared memory; S = Q K^T and
-//                      O += P V with mma.sync m16n8k16; the online softmax on the accumulator
+//                      kStages-stage cp.async pipeline into swizzled shared memory; S = Q K^T
+//                      and O += P V with mma.sync m16n8k16; the online softmax on the accumulator
 //                      fragments; P turned into A fragments in registers, never stored.
-//
-// A block owns Br = 64 query rows of one (batch, head): four warps, 16 rows each. Every warp
-// computes its own 16 x 64 slice of S per tile, so the softmax needs only shuffles within the
+// The tile shape is a template parameter (configs.h); by default (the numbers below) a block
+// owns Br = 64 query rows of one (batch, head): four warps, 16 rows each. Every warp computes
+// its own 16 x Bc slice of S per tile (Bc = 64), so the softmax needs only shuffles within the
 // four lanes that share a row (lane 4g .. 4g+3 hold rows g and g + 8).
 #include "common/ptx.h"
 #include "common/tiles.h"
