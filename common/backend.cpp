@@ -118,6 +118,13 @@ class GpuBackend final : public Backend {
     return khz / 1000;
   }
   std::string name() const override { return "gpu"; }
+  std::string arch() const override {
+    cudaDeviceProp prop{};
+    ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    // The build's architecture names: Hopper's features (wgmma, TMA) need sm_90a.
+    return "sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
+           (prop.major == 9 && prop.minor == 0 ? "a" : "");
+  }
   std::string device() const override {
     cudaDeviceProp prop{};
     ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));

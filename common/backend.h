@@ -31,6 +31,9 @@ class Backend {
   virtual void flush_l2() {}
   // The SM clock in MHz as the device reports it, or 0 where unknown (the CPU).
   virtual int sm_clock_mhz() const { return 0; }
+  // The architecture tuned tile configurations are looked up by: "sm_80", "sm_90a", ... on the
+  // GPU (its compute capability), "cpu" on the CPU backend.
+  virtual std::string arch() const { return name(); }
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
@@ -60,6 +63,8 @@ class RunContext {
 
   // True on the run whose output is checked: a step may verify extra invariants then.
   bool verify = false;
+  // The tile configuration the harness chose (StepInfo::configs); empty for steps without any.
+  std::string config;
 
  private:
   void* scratch_bytes_for(const std::string& label, size_t bytes);

@@ -91,6 +91,11 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
                  "CPU backend: order fibers run in between sync points: forward | reverse | "
                  "random[:SEED] | greedy");
   app.add_flag("--quiet", out.quiet, "print only the result line");
+  app.add_option("--config", out.config,
+                 "tile configuration by name (steps that have several; default: the tuned "
+                 "table's choice for this GPU and problem)");
+  app.add_option("--tuned-table", out.tuned_table,
+                 "tuned-configuration table to read instead of the step's own");
 
   try {
     app.parse(argc, argv);

@@ -25,6 +25,8 @@ struct Options {
   // to show progress of long CPU runs; unset (tests): notes end up in RunOutcome::message.
   std::function<void(const std::string&)> notice;
   bool show_progress = false;
+  std::string config;       // a step's tile configuration by name; empty: the tuned table's
+  std::string tuned_table;  // the tuned-configuration table; empty: the step's own
 };
 
 // Parses "3,0,17" into lengths; an empty item, a sign or anything not a number is refused.

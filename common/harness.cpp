@@ -18,6 +18,7 @@
 #include "common/simt/launch.h"
 #include "common/tensor_io.h"
 #include "common/tensors.h"
+#include "common/tuned_configs.h"
 
 namespace attn {
 
@@ -128,6 +129,42 @@ std::string check_finite(const Problem& p, const HostInputs& in) {
 // The FP64 reference costs about 4 * dim FLOP per visible score; past this it takes long enough
 // on a CPU to be worth a note (Eigen reaches roughly 1 to 5 GFLOP/s per core in FP64 here).
 constexpr double kLongCheckFlops = 5e10;
+
+// Which of the step's configurations runs: --config, else the tuned table's row for this arch
+// and problem, else the default (the first). Returns "" or the reason for exit code 2.
+std::string choose_config(const StepInfo& step, const Options& opt, const std::string& arch,
+                          ResultRow& row) {
+  std::string known;
+  for (const auto& c : step.configs) known += (known.empty() ? "" : ", ") + c.name;
+  if (step.configs.empty()) {
+    if (!opt.config.empty())
+      return step.name + ": --config " + opt.config + ": this step has no tile configurations";
+    return "";
+  }
+  std::string name = opt.config, source = "--config";
+  if (name.empty()) {
+    const std::string path = opt.tuned_table.empty() ? step.tuned_table : opt.tuned_table;
+    std::vector<TunedRow> rows;
+    if (const std::string err = read_tuned_table(path, rows); !err.empty())
+      return step.name + ": " + err;
+    name = lookup_tuned(rows, arch, opt.problem);
+    source = "tuned for " + arch;
+    if (!name.empty() && std::none_of(step.configs.begin(), step.configs.end(),
+                                      [&](const auto& c) { return c.name == name; }))
+      return step.name + ": " + path + ": unknown config " + name + " (known: " + known + ")";
+    if (name.empty()) name = step.configs.front().name, source = "default";
+  }
+  const auto it = std::find_if(step.configs.begin(), step.configs.end(),
+                               [&](const auto& c) { return c.name == name; });
+  if (it == step.configs.end())
+    return step.name + ": --config " + name + ": unknown configuration (known: " + known + ")";
+  if (std::find(it->head_dims.begin(), it->head_dims.end(), opt.problem.dim) == it->head_dims.end())
+    return step.name + ": config " + name + " (" + source + ") is built for head dims " +
+           join(it->head_dims) + ", not " + std::to_string(opt.problem.dim);
+  row.config = name;
+  row.config_source = source;
+  return "";
+}
 
 }  // namespace
 
@@ -245,6 +282,8 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     row.driver = be->driver();
     row.sm_clock_mhz = be->sm_clock_mhz();
     row.schedule = on_gpu ? "" : opt.schedule;
+    if (const std::string why = choose_config(step, opt, be->arch(), row); !why.empty())
+      return invalid(why);
 
     HostInputs in;
     if (opt.load.empty()) {
@@ -259,6 +298,7 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     const DeviceProblem dev(*be, p, in);
     const AttentionParams& params = dev.params();
     RunContext ctx(*be);
+    ctx.config = row.config;
 
     if (opt.check && p.flops() > kLongCheckFlops)
       note("note: the FP64 reference check needs " + std::to_string(int64_t(p.flops() / 1e9)) +

@@ -30,6 +30,14 @@ struct StepInfo {
   StepFn cpu;
   StepFn gpu = nullptr;             // nullptr: no GPU version (step0, or a CPU-only build)
   std::vector<int> head_dims = {};  // supported head dims; empty: any the reference supports
+  // Tile configurations the step can run, the default first (empty: none to choose), the head
+  // dims each is built for, and the table of tuned choices it reads at run time.
+  struct Config {
+    std::string name;
+    std::vector<int> head_dims;
+  };
+  std::vector<Config> configs = {};
+  std::string tuned_table = {};
 };
 
 // A problem on a backend: inputs uploaded, outputs allocated and poisoned (so that anything a step

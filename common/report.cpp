@@ -8,11 +8,11 @@ namespace attn {
 
 const std::vector<std::string>& csv_columns() {
   static const std::vector<std::string> cols = {
-      "step",     "backend",     "device",      "dtype",        "batch",    "heads",
-      "heads_kv", "seqlen_q",    "seqlen_k",    "seqlens_k",    "dim",      "causal",
-      "dropout",  "scale",       "seed",        "iters",        "time_ms",  "tflops",
-      "flops",    "max_abs_err", "lse_max_err", "checked",      "passed",   "schedule",
-      "commit",   "toolkit",     "driver",      "sm_clock_mhz", "timestamp"};
+      "step",     "backend",     "device",      "dtype",     "batch",        "heads",
+      "heads_kv", "seqlen_q",    "seqlen_k",    "seqlens_k", "dim",          "causal",
+      "dropout",  "scale",       "seed",        "iters",     "time_ms",      "tflops",
+      "flops",    "max_abs_err", "lse_max_err", "checked",   "passed",       "schedule",
+      "config",   "commit",      "toolkit",     "driver",    "sm_clock_mhz", "timestamp"};
   return cols;
 }
 
@@ -62,6 +62,7 @@ std::vector<std::string> csv_fields(const ResultRow& r) {
           r.checked ? "1" : "0",
           r.checked ? (r.check.passed ? "1" : "0") : "",
           r.schedule,
+          r.config,
           r.commit,
           r.toolkit,
           r.driver,
@@ -96,7 +97,9 @@ std::string append_csv(const std::string& path, const ResultRow& r) {
 
 std::string format_result(const ResultRow& r) {
   std::ostringstream os;
-  os << r.step << " [" << r.backend << ": " << r.device << "] " << r.problem.describe() << "\n  ";
+  os << r.step << " [" << r.backend << ": " << r.device << "] " << r.problem.describe();
+  if (!r.config.empty()) os << " config " << r.config << " (" << r.config_source << ")";
+  os << "\n  ";
   os << "time " << num(r.time_ms, 4) << " ms (median of " << r.iters << "), " << num(r.tflops, 4)
      << " TFLOPS";
   if (r.backend != "gpu") os << " (CPU, not GPU performance)";

@@ -19,7 +19,9 @@ struct ResultRow {
   double tflops = 0;   // problem.flops() / time
   bool checked = false;
   CheckResult check;
-  std::string schedule;  // CPU backend fiber order; empty on the GPU
+  std::string schedule;       // CPU backend fiber order; empty on the GPU
+  std::string config;         // the tile configuration that ran; empty for steps without any
+  std::string config_source;  // why: "--config", "tuned", "default" (result line only)
   std::string commit;
   std::string toolkit;   // CUDA toolkit version the binary was built with
   std::string driver;    // CUDA driver version, or "none"

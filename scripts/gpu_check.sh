@@ -8,7 +8,11 @@
 #   2. runs the test suite, GPU tests included (the gpu.* tests run instead of being skipped);
 #   3. runs compute-sanitizer memcheck, racecheck, synccheck and initcheck on every kernel step at
 #      three small shapes (odd lengths, causal with GQA, per-batch key lengths with dropout);
-#   4. runs the bench on the seeds and fa grids (scripts/bench.py) and draws the chart, writing
+#   4. autotunes step4's tile configuration (scripts/autotune.py): every configuration checked,
+#      then timed over fp16/bf16, D 64/128, causal or not, S 512..8192; the fastest per case
+#      written to step4_tensorcore/tuned_configs.csv, the sweep to docs/results/autotune_sm_XY.csv
+#      and .png (commit all three);
+#   5. runs the bench on the seeds and fa grids (scripts/bench.py) and draws the chart, writing
 #      docs/results/<gpu>.csv and docs/results/<gpu>.png / .svg (commit them: docs/benchmarking.md).
 # Every stage runs even if an earlier one failed; the exit status is 1 if any failed.
 # Without a GPU it says so in one line and exits 2.
@@ -60,6 +64,9 @@ for step in step1_naive step2_tiled step3_fused step4_tensorcore step5_warpspeci
 done
 
 mkdir -p docs/results
+stage "autotune sweep" .venv/bin/python scripts/autotune.py --build build-gpu --backend gpu \
+  --out-dir docs/results
+
 csv=docs/results/$slug.csv
 rm -f "$csv"
 for grid in seeds fa; do

@@ -22,7 +22,11 @@ cp.async in PTX, and HMMA, LDSM and LDGSTS in SASS, on every architecture.
 
 The main-loop table counts one iteration of the hot path of each tensor-core kernel's main loop
 in SASS (scripts/mainloop_report.py says how the loop and the path are found).
---budget STEP:D:X:R fails (exit 1) unless every kernel of STEP at head dim D that does not
+Kernels instantiated per tile configuration (step4: its last template argument, a name such as
+br64_bc64_w4_s2 from step4_tensorcore/configs.h) are reported once per configuration, and their
+launches are logged with --config NAME.
+--budget STEP:D:X:R[:CONFIG] fails (exit 1) unless every kernel of STEP at head dim D (in tile
+configuration CONFIG when given) that does not
 instantiate dropout (no `true` template argument) issues at most X instructions per tensor
 instruction in that hot path, with no inner loop, no spills and at most R registers, on sm_80
 and on sm_90a (those of the two that the build contains; at least one must be there).
@@ -69,7 +73,27 @@ def demangle(names):
 def short(name):
     name = name.split("(")[0]
     name = re.sub(r"^(void )?\w+::gpu::", "", name)
+    name = re.sub(r"\bstep\w*::", "", name)  # a step's tile configuration type
     return name.replace("__nv_bfloat16", "bf16").replace("__half", "fp16")
+
+
+CONFIG = re.compile(r"\bbr\d+_bc\d+_w\d+_s\d+\b")
+
+
+def config_of(kernel):
+    """The kernel's tile configuration (configs.h's naming scheme), or None."""
+    m = CONFIG.search(kernel)
+    return m.group(0) if m else None
+
+
+def default_config(step):
+    """The step's default tile configuration: `using DefaultConfig = NAME;` in its configs.h."""
+    try:
+        text = open(os.path.join(ROOT, step, "configs.h")).read()
+    except OSError:
+        return None
+    m = re.search(r"using DefaultConfig = (\w+);", text)
+    return m.group(1) if m else None
 
 
 def base_and_dim(kernel):
@@ -101,17 +125,19 @@ def ptxas_rows(build):
     return rows
 
 
-def launches(build, step):
-    """(kernel base name, head dim or None) -> (threads, dynamic smem), from the CPU backend."""
+def launches(build, step, configs):
+    """(kernel base name, head dim or None, config or None) -> (threads, dynamic smem), from the
+    CPU backend (run once per tile configuration of the step, if it has any)."""
     exe = os.path.join(build, "bin", step)
     out = {}
     if not os.path.exists(exe):  # a partial build: launches unknown, the rest still reported
         return out
     with tempfile.TemporaryDirectory() as d:
-        for dim in HEAD_DIMS:
-            log = os.path.join(d, f"{dim}.log")
+        for dim, config in [(dim, c) for dim in HEAD_DIMS for c in sorted(configs) or [None]]:
+            log = os.path.join(d, f"{dim}.{config}.log")
             subprocess.run([exe, "--backend", "cpu", "--seq", "16", "--dim", str(dim), "--iters",
-                            "1", "--warmup", "0", "--no-check", "--quiet"],
+                            "1", "--warmup", "0", "--no-check", "--quiet"] +
+                           (["--config", config] if config else []),
                            env={**os.environ, "SIMT_LOG_LAUNCHES": log}, capture_output=True)
             if not os.path.exists(log):
                 continue
@@ -122,7 +148,7 @@ def launches(build, step):
                 text = " ".join(src[max(0, int(lineno) - 4): int(lineno)])
                 names = re.findall(r"launch\(\s*(\w+)", text)
                 if names:
-                    out[(names[-1], dim)] = (int(threads), int(smem))
+                    out[(names[-1], dim, config)] = (int(threads), int(smem))
     return out
 
 
@@ -203,6 +229,7 @@ def rewrite_chapter(chapter, baseline, loops):
         dtype = kernel.split("<")[1].split(",")[0]
         now = [r for r in loops if r["step"] == step and r["arch"] == arch and
                base_and_dim(r["kernel"]) == (base, dim) and
+               config_of(r["kernel"]) in (None, default_config(step)) and
                r["kernel"].split("<")[1].split(",")[0] == dtype and "true" not in r["kernel"]]
         for r in now:
             c = r["loop"]
@@ -221,15 +248,18 @@ def check_budgets(budgets, rows):
     status = 0
     for spec in budgets:
         try:
-            step, dim, limit, regs = spec.split(":")
+            step, dim, limit, regs, *config = spec.split(":")
             dim, limit, regs = int(dim), float(limit), int(regs)
+            if len(config) > 1:
+                raise ValueError(spec)
+            config = config[0] if config else None
         except ValueError:
-            print(f"kernel_report: --budget {spec}: expected STEP:D:INSTR_PER_MMA:REGS",
+            print(f"kernel_report: --budget {spec}: expected STEP:D:INSTR_PER_MMA:REGS[:CONFIG]",
                   file=sys.stderr)
             return 2
         checked = [r for r in rows if r["step"] == step and r["arch"] in ("sm_80", "sm_90a")
                    and base_and_dim(r["kernel"])[1] == dim and "true" not in r["kernel"]
-                   and r["sass"].get("HMMA")]
+                   and r["sass"].get("HMMA") and config in (None, config_of(r["kernel"]))]
         if not checked:
             print(f"kernel_report: --budget {spec}: no tensor-core kernel of {step} at D={dim} "
                   "on sm_80 or sm_90a in the build", file=sys.stderr)
@@ -263,7 +293,7 @@ def main():
     ap.add_argument("--out", help="write the Markdown report here")
     ap.add_argument("--no-spills", nargs="*", default=[], metavar="STEP")
     ap.add_argument("--require-tensor-core", nargs="*", default=[], metavar="STEP")
-    ap.add_argument("--budget", action="append", default=[], metavar="STEP:D:X:R")
+    ap.add_argument("--budget", action="append", default=[], metavar="STEP:D:X:R[:CONFIG]")
     ap.add_argument("--save-mainloop", metavar="FILE")
     ap.add_argument("--baseline", metavar="FILE")
     ap.add_argument("--chapter", metavar="README")
@@ -275,14 +305,19 @@ def main():
               "(scripts/build.sh)", file=sys.stderr)
         return 2
     names = demangle(sorted({r["mangled"] for r in rows}))
-    launch = {s: launches(args.build, s) for s in sorted({r["step"] for r in rows})}
+    for r in rows:
+        r["kernel"] = short(names[r["mangled"]])
+    launch = {s: launches(args.build, s, {config_of(r["kernel"]) for r in rows if r["step"] == s}
+                          - {None})
+              for s in sorted({r["step"] for r in rows})}
     cuobjdump = find_tool("cuobjdump")
     have_sass = cuobjdump is not None and find_tool("nvdisasm") is not None
     dumps = {}
     for r in rows:
-        r["kernel"] = short(names[r["mangled"]])
         base, dim = base_and_dim(r["kernel"])
-        cfg = launch[r["step"]].get((base, dim)) or launch[r["step"]].get((base, HEAD_DIMS[0]))
+        config = config_of(r["kernel"])
+        cfg = (launch[r["step"]].get((base, dim, config)) or
+               launch[r["step"]].get((base, HEAD_DIMS[0], config)))
         r["threads"], r["smem_dyn"] = cfg if cfg else (0, 0)
         if r["threads"]:
             r["blocks"], r["occ"] = occupancy(r["arch"], r["regs"], r["threads"],
@@ -359,7 +394,9 @@ def main():
                 "Causal problems and the last, partial tile run the kernel's other loop (the masked "
                 "tiles, one\ntile per iteration): its instructions per mma are the last column.\n"
                 "The `true` instantiations are the dropout kernels (the Philox loop is their inner "
-                "loop).\n\n"
+                "loop).\nstep4's last template argument names its tile configuration "
+                "(step4_tensorcore/configs.h: Br query rows\nper block, Bc keys per tile, warps, "
+                "pipeline stages); the budget test holds the default, br64_bc64_w4_s2.\n\n"
                 + loop_table + "\n")
     else:
         print(table)

@@ -1,26 +1,25 @@
 // Step 4: the fused kernel of step 3 on tensor cores (FlashAttention-2 style, sm_80 and newer).
 //
 //   attention_kernel   Q tile in registers as mma A fragments; K and V tiles streamed through a
-//                      two-stage cp.async pipeline into swizzled shared memory; S = Q K^T and
-//                      O += P V with mma.sync m16n8k16; the online softmax on the accumulator
+//                      kStages-stage cp.async pipeline into swizzled shared memory; S = Q K^T
+//                      and O += P V with mma.sync m16n8k16; the online softmax on the accumulator
 //                      fragments; P turned into A fragments in registers, never stored.
-//
-// A block owns Br = 64 query rows of one (batch, head): four warps, 16 rows each. Every warp
-// computes its own 16 x 64 slice of S per tile, so the softmax needs only shuffles within the
+// The tile shape is a template parameter (configs.h); by default (the numbers below) a block
+// owns Br = 64 query rows of one (batch, head): four warps, 16 rows each. Every warp computes
+// its own 16 x Bc slice of S per tile (Bc = 64), so the softmax needs only shuffles within the
 // four lanes that share a row (lane 4g .. 4g+3 hold rows g and g + 8).
 #include "common/ptx.h"
 #include "common/tiles.h"
+#include "step4_tensorcore/configs.h"
 
+#include <stdexcept>
+#include <string>
 #include <type_traits>
+#include <utility>
 
 namespace step4::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
-
-constexpr int kWarps = 4;
-constexpr int Br = 16 * kWarps;  // query rows per block
-constexpr int Bc = 64;           // keys per tile
-constexpr int kThreads = 32 * kWarps;
 
 // Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
 // a block 128 bytes = 8 chunks of 16 bytes, with chunk c of row r stored at chunk c ^ (r % 8):
@@ -51,10 +50,11 @@ struct Tile {
 // and global offsets are computed once, before the K/V loop, and pass k only adds a constant
 // (which the copy instruction takes as an immediate). Head dims whose chunk count does not divide
 // the block (80, 96) fall back to computing each copy's offsets.
-template <int D, int Rows>
+template <int D, int Rows, int kThreads>
 struct TileCopy {
   static constexpr int kChunks = D / 8;
-  static constexpr bool kFixedPasses = kThreads % kChunks == 0 && (kThreads / kChunks) % 8 == 0;
+  static constexpr bool kFixedPasses =
+      kThreads % kChunks == 0 && (kThreads / kChunks) % 8 == 0 && Rows % (kThreads / kChunks) == 0;
   static constexpr int kRowStep = kFixedPasses ? kThreads / kChunks : 1;
   int row, smem, gmem;  // this thread's first row, and its offsets in the tile and in the source
   __device__ __forceinline__ TileCopy() {
@@ -101,12 +101,14 @@ __device__ __forceinline__ uint32_t pack2_residual(float lo, float hi, uint32_t 
                           hi - __bfloat162float(__ushort_as_bfloat16(h)));
 }
 
-// kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
-template <typename T, int D, bool kDropout>
-__global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionParams p) {
-  T* Qs = attn::shared_memory<T>();        // [Br][D], swizzled
-  T* Ks = Qs + Tile<D>::elements(Br);      // [2 stages][Bc][D]
-  T* Vs = Ks + 2 * Tile<D>::elements(Bc);  // [2 stages][Bc][D]
+// kDropout is a compile-time choice: without it the kernel contains no dropout code at all. Cfg
+// is the tile configuration (configs.h): Br, Bc, warps and pipeline stages.
+template <typename T, int D, bool kDropout, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) attention_kernel(const AttentionParams p) {
+  constexpr int Br = Cfg::Br, Bc = Cfg::Bc, kThreads = Cfg::kThreads, kStages = Cfg::kStages;
+  T* Qs = attn::shared_memory<T>();              // [Br][D], swizzled
+  T* Ks = Qs + Tile<D>::elements(Br);            // [kStages][Bc][D]
+  T* Vs = Ks + kStages * Tile<D>::elements(Bc);  // [kStages][Bc][D]
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int i0 = blockIdx.y * Br;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -130,20 +132,24 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   const int n_unmasked = attn::row_keys_end(p, b, i0) / Bc;
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
-  // Prologue: Q in one cp.async group, the first K/V tile in the next.
-  const TileCopy<D, Br> q_copy;
-  const TileCopy<D, Bc> kv_copy;  // K and V tiles have the same shape: the same offsets
+  // Prologue: Q in one cp.async group, the first kStages - 1 K/V tiles in one group each.
+  const TileCopy<D, Br, kThreads> q_copy;
+  const TileCopy<D, Bc, kThreads> kv_copy;  // K and V tiles have the same shape and offsets
   q_copy.template issue<false>(Qs, static_cast<const T*>(p.q) + q_row0 * D, p.seqlen_q - i0);
   attn::cp_async_commit();
-  if (n_tiles > 0) {
-    kv_copy.template issue<false>(Ks, k_head, p.seqlen_k);
-    kv_copy.template issue<false>(Vs, v_head, p.seqlen_k);
-  }
   const T* k_tile = k_head;  // the K and V tiles last copied (moved one tile on per prefetch)
   const T* v_tile = v_head;
-  attn::cp_async_commit();
-  attn::cp_async_wait<1>();  // Q has landed (the first tile may still be in flight) ...
-  __syncthreads();           // ... for every thread
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st > 0) k_tile += Bc * D, v_tile += Bc * D;
+    if (st < n_tiles) {
+      kv_copy.template issue<false>(Ks + st * Tile<D>::elements(Bc), k_tile, p.seqlen_k - st * Bc);
+      kv_copy.template issue<false>(Vs + st * Tile<D>::elements(Bc), v_tile, p.seqlen_k - st * Bc);
+    }
+    attn::cp_async_commit();
+  }
+  attn::cp_async_wait<kStages - 1>();  // Q has landed (the K/V tiles may still be in flight) ...
+  __syncthreads();                     // ... for every thread
 
   // Q fragments: for each 16 columns, one ldmatrix.x4 of the four 8x8 quarters of the warp's 16
   // rows, in the order a0a1 (rows 0-7, cols 0-7), a2a3 (rows 8-15), a4a5 (cols 8-15), a6a7.
@@ -176,18 +182,18 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 
   // One K/V tile. kMasked: some key of the tile may be invisible to some row (the last, partial
   // tile; tiles on the causal diagonal); the other tiles skip the mask entirely. The stage
-  // (n % 2) is a compile-time constant too, so that every shared-memory address below is a
-  // per-thread base plus an immediate: the main loop calls this for two tiles at a time.
+  // (n % kStages) is a compile-time constant too, so that every shared-memory address below is a
+  // per-thread base plus an immediate: the main loop calls this for kStages tiles at a time.
   auto tile = [&](int n, auto stage_c, auto masked) {
     constexpr int stage = decltype(stage_c)::value;
     constexpr bool kMasked = decltype(masked)::value;
     const int j0 = n * Bc;
-    // Start copying the next tile into the other stage while this one is computed. Only the
-    // tile at the end of the K/V buffer needs its missing rows zero-filled.
-    if (n + 1 < n_tiles) {
-      const int next = j0 + Bc;
-      T* k_next = Ks + (1 - stage) * Tile<D>::elements(Bc);
-      T* v_next = Vs + (1 - stage) * Tile<D>::elements(Bc);
+    // Start copying tile n + kStages - 1 into the stage tile n - 1 used while this one is
+    // computed. Only the tile at the end of the K/V buffer needs its missing rows zero-filled.
+    if (n + kStages - 1 < n_tiles) {
+      const int next = j0 + (kStages - 1) * Bc;
+      T* k_next = Ks + (stage + kStages - 1) % kStages * Tile<D>::elements(Bc);
+      T* v_next = Vs + (stage + kStages - 1) % kStages * Tile<D>::elements(Bc);
       if (next + Bc <= p.seqlen_k) {
         kv_copy.template issue<true>(k_next, k_tile += Bc * D);
         kv_copy.template issue<true>(v_next, v_tile += Bc * D);
@@ -196,9 +202,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
         kv_copy.template issue<false>(v_next, v_tile += Bc * D, p.seqlen_k - next);
       }
     }
-    attn::cp_async_commit();   // (an empty group when there is no next tile)
-    attn::cp_async_wait<1>();  // all but the newest group: this tile has landed ...
-    __syncthreads();           // ... for every thread, not only for this one
+    attn::cp_async_commit();             // (an empty group when there is no next tile)
+    attn::cp_async_wait<kStages - 1>();  // all but the newest groups: this tile has landed ...
+    __syncthreads();                     // ... for every thread, not only for this one
     const T* K = Ks + stage * Tile<D>::elements(Bc);
     const T* V = Vs + stage * Tile<D>::elements(Bc);
 
@@ -312,19 +318,20 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
   };
-  using Stage0 = std::integral_constant<int, 0>;
-  using Stage1 = std::integral_constant<int, 1>;
+  constexpr auto kStageSeq = std::make_integer_sequence<int, kStages>{};
   int n = 0;
-  for (; n + 1 < min(n_unmasked, n_tiles); n += 2) {
-    tile(n, Stage0{}, std::false_type{});
-    tile(n + 1, Stage1{}, std::false_type{});
-  }
-  for (; n < n_tiles; ++n) {  // the rest (at most one unmasked tile, then the masked ones)
-    if (n % 2 == 0)
-      tile(n, Stage0{}, std::true_type{});
-    else
-      tile(n, Stage1{}, std::true_type{});
-  }
+  for (; n + kStages - 1 < min(n_unmasked, n_tiles); n += kStages)
+    [&]<int... stage>(std::integer_sequence<int, stage...>) {
+      (tile(n + stage, std::integral_constant<int, stage>{}, std::false_type{}), ...);
+    }
+  (kStageSeq);
+  for (; n < n_tiles; ++n)  // the rest (at most kStages - 1 unmasked tiles, then the masked ones)
+    [&]<int... stage>(std::integer_sequence<int, stage...>) {
+      ((n % kStages == stage ? tile(n, std::integral_constant<int, stage>{}, std::true_type{})
+                             : void()),
+       ...);
+    }
+  (kStageSeq);
   attn::cp_async_wait<0>();  // nothing may be in flight when the block exits
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
@@ -348,19 +355,45 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   }
 }
 
-void run(const AttentionParams& p, attn::RunContext&) {
+template <typename Cfg>
+void run_config(const AttentionParams& p) {
+  constexpr int Br = Cfg::Br, Bc = Cfg::Bc, kThreads = Cfg::kThreads, kStages = Cfg::kStages;
   const unsigned bh = p.batch * p.heads;
   const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
-    attn::dispatch_head_dim(p.dim, [&]<int D>() {
-      const size_t smem = (Tile<D>::elements(Br) + 4 * Tile<D>::elements(Bc)) * sizeof(T);
+    auto one = [&]<int D>() {
+      const size_t smem = (Tile<D>::elements(Br) + 2 * kStages * Tile<D>::elements(Bc)) * sizeof(T);
       if (p.dropout > 0.0f)
-        attn::launch(attention_kernel<T, D, true>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
+        attn::launch(attention_kernel<T, D, true, Cfg>,
+                     {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
       else
-        attn::launch(attention_kernel<T, D, false>, {dim3(1, q_tiles, bh), dim3(kThreads), smem},
-                     p);
-    });
+        attn::launch(attention_kernel<T, D, false, Cfg>,
+                     {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
+    };
+    // The default configuration covers every head dim; the others only those they are tuned
+    // for (configs.h), which keeps the build small.
+    if constexpr (Cfg::kAllHeadDims)
+      attn::dispatch_head_dim(p.dim, one);
+    else if (p.dim == 64)
+      one.template operator()<64>();
+    else if (p.dim == 128)
+      one.template operator()<128>();
+    else
+      throw std::invalid_argument(std::string(Cfg::name) + " is not built for head dim " +
+                                  std::to_string(p.dim));
   });
+}
+
+// The configuration the harness chose (ctx.config, a name from configs.h; empty: the default).
+void run(const AttentionParams& p, attn::RunContext& ctx) {
+  bool found = false;
+  for_each_config([&]<typename Cfg>() {
+    if (!found && (ctx.config == Cfg::name || (ctx.config.empty() && Cfg::kAllHeadDims))) {
+      found = true;
+      run_config<Cfg>(p);
+    }
+  });
+  if (!found) throw std::invalid_argument("unknown tile configuration " + ctx.config);
 }
 
 }  // namespace step4::ATTN_BACKEND_NS

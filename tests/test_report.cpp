@@ -31,6 +31,17 @@ TEST_CASE("CSV has the documented columns", "[report]") {
   CHECK(attn::csv_fields(r).size() == cols.size());
 }
 
+TEST_CASE("CSV: the config column holds the tile configuration that ran", "[report]") {
+  const auto& cols = attn::csv_columns();
+  const auto at = std::find(cols.begin(), cols.end(), "config");
+  REQUIRE(at != cols.end());
+  attn::ResultRow r;
+  r.config = "br64_bc64_w4_s2";
+  CHECK(attn::csv_fields(r)[at - cols.begin()] == "br64_bc64_w4_s2");
+  r.config.clear();  // steps without configurations leave it empty
+  CHECK(attn::csv_fields(r)[at - cols.begin()].empty());
+}
+
 TEST_CASE("CSV: header once, then one row per run", "[report]") {
   const std::string path = temp_path("attn_test_rows.csv");
   attn::ResultRow r;

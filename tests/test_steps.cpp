@@ -14,13 +14,16 @@
 
 namespace {
 
-void run_matrix(const attn::StepInfo& step, const std::string& backend,
-                const std::string& schedule) {
+// config: a tile configuration to force (--config), whose head dims then limit the matrix.
+void run_matrix(const attn::StepInfo& step, const std::string& backend, const std::string& schedule,
+                const std::string& config = "") {
+  std::vector<int> dims = step.head_dims;
+  for (const auto& c : step.configs)
+    if (c.name == config) dims = c.head_dims;
   for (const attn::Problem& p : attn_test::matrix()) {
-    if (!step.head_dims.empty() &&
-        std::find(step.head_dims.begin(), step.head_dims.end(), p.dim) == step.head_dims.end())
-      continue;
+    if (!dims.empty() && std::find(dims.begin(), dims.end(), p.dim) == dims.end()) continue;
     attn::Options o;
+    o.config = config;
     o.problem = p;
     o.iters = 1;
     o.warmup = 0;
@@ -34,6 +37,8 @@ void run_matrix(const attn::StepInfo& step, const std::string& backend,
     REQUIRE(r.row.checked);
     REQUIRE(r.row.check.passed);
     REQUIRE(r.row.backend == backend);
+    REQUIRE(r.row.config ==
+            (config.empty() && !step.configs.empty() ? step.configs[0].name : config));
   }
 }
 
@@ -179,6 +184,104 @@ TEST_CASE("step4 without the barrier at the end of its tile loop: a reported rac
                             Catch::Contains("issued into them at step4_tensorcore/attention.cu:" +
                                             std::to_string(cp_async)) &&
                             Catch::Contains("has not landed"));
+}
+
+// Every tile configuration of step 4 (the default is the matrix above) passes the matrix under
+// both schedules, and on the GPU when one is present.
+TEST_CASE("step4 passes the matrix in every tile configuration", "[step4_tensorcore]") {
+  const attn::StepInfo& step = step_named("step4_tensorcore");
+  REQUIRE(step.configs.size() >= 3);
+  for (size_t i = 1; i < step.configs.size(); ++i)
+    for (const char* schedule : {"forward", "random:11", "reverse"}) {
+      DYNAMIC_SECTION(step.configs[i].name << " " << schedule) {
+        run_matrix(step, "cpu", schedule, step.configs[i].name);
+      }
+    }
+}
+
+TEST_CASE("step4 passes the matrix in every tile configuration on the GPU",
+          "[gpu][step4_tensorcore]") {
+  const attn::StepInfo& step = step_named("step4_tensorcore");
+  for (const auto& c : step.configs) run_matrix(step, "gpu", "forward", c.name);
+}
+
+namespace {
+
+// run_step of step4 on a small problem with these options changed.
+attn::RunOutcome step4_with(const std::string& config, const std::string& table, int dim = 64) {
+  attn::Options o;
+  o.problem = attn_test::make(1, 1, 1, 40, 40, dim, attn::DType::bf16, true);
+  o.iters = 1;
+  o.warmup = 0;
+  o.backend = "cpu";
+  o.config = config;
+  o.tuned_table = table;
+  return attn::run_step(step_named("step4_tensorcore"), o);
+}
+
+std::string write_table(const std::string& name, const std::string& text) {
+  const std::string path = std::string(ATTN_BINARY_DIR) + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("step4 picks its tile configuration from --config then the table then the default",
+          "[steps]") {
+  attn::RunOutcome r = step4_with("", "");  // the committed table: the default on the CPU
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.row.config == "br64_bc64_w4_s2");
+  CHECK_THAT(attn::format_result(r.row), Catch::Contains("config br64_bc64_w4_s2"));
+  r = step4_with("br64_bc32_w4_s3", "");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.row.config == "br64_bc32_w4_s3");
+  CHECK(r.row.config_source == "--config");
+  const std::string hdr = "# a comment\narch,dtype,dim,causal,config\n";
+  r = step4_with("", write_table("t_ok.csv", hdr + "cpu,bf16,64,1,br128_bc64_w8_s2\n"));
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.row.config == "br128_bc64_w8_s2");
+  CHECK(r.row.config_source == "tuned for cpu");
+  r = step4_with("", write_table("t_other.csv", hdr + "sm_80,bf16,64,1,br128_bc64_w8_s2\n"));
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.row.config == "br64_bc64_w4_s2");
+  CHECK(r.row.config_source == "default");
+}
+
+TEST_CASE("step4 exits 2 with one line on a malformed table or an unknown config", "[steps]") {
+  const std::string hdr = "arch,dtype,dim,causal,config\n";
+  for (const auto& [table, why] : std::vector<std::pair<std::string, std::string>>{
+           {"arch,dtype,dim,config\n", "expected the header"},
+           {hdr + "cpu,bf16,64,1\n", "expected 5 fields"},
+           {hdr + "cpu,fp32,64,1,br64_bc64_w4_s2\n", "not fp16 or bf16"},
+           {hdr + "cpu,bf16,6x4,1,br64_bc64_w4_s2\n", "not a positive integer"},
+           {hdr + "cpu,bf16,64,yes,br64_bc64_w4_s2\n", "not 0 or 1"},
+           {hdr + "cpu,bf16,64,1,br64_bc64_w4_s2\ncpu,bf16,64,1,br64_bc64_w4_s2\n", "second row"},
+           {hdr + "cpu,bf16,64,1,br999\n", "unknown config br999"},
+           {"# only a comment\n", "no header"}}) {
+    const attn::RunOutcome r = step4_with("", write_table("t_bad.csv", table));
+    INFO(table);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.message, Catch::Contains(why));
+    CHECK(r.message.find('\n') == std::string::npos);
+  }
+  attn::RunOutcome r = step4_with("", "/nonexistent/table.csv");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains("cannot open"));
+  r = step4_with("br1_bc1_w1_s1", "");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains("unknown configuration") && Catch::Contains("known: "));
+  r = step4_with("br128_bc64_w8_s2", "", 96);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains("is built for head dims 64, 128"));
+  r = attn::run_step(step_named("step3_fused"), [] {
+    attn::Options o;
+    o.backend = "cpu";
+    o.config = "br64_bc64_w4_s2";
+    return o;
+  }());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains("has no tile configurations"));
 }
 
 TEST_CASE("a step's --backend gpu without a device exits 2 with a reason", "[steps]") {
