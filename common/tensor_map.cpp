@@ -1,7 +1,9 @@
 #include "common/tensor_map.h"
 
+#if ATTN_HAVE_GPU
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#endif
 
 #include <stdexcept>
 
@@ -72,6 +74,10 @@ void encode_tensor_map_gpu(void* out, const TensorMapSpec& s) {
   if (const std::string why = validate(s); !why.empty()) throw std::invalid_argument(why);
   if (reinterpret_cast<uintptr_t>(out) % 64 != 0)
     throw std::invalid_argument("tensor map: CUtensorMap storage not 64-byte aligned");
+#if !ATTN_HAVE_GPU
+  throw std::runtime_error(
+      "tensor map: this build has no CUDA toolkit, so no driver to encode with");
+#else
   using Encode =
       CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
@@ -99,6 +105,7 @@ void encode_tensor_map_gpu(void* out, const TensorMapSpec& s) {
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("tensor map: cuTensorMapEncodeTiled failed with CUresult " +
                              std::to_string(static_cast<int>(r)));
+#endif
 }
 
 }  // namespace attn

@@ -192,7 +192,7 @@ TEST_CASE("step4 passes the matrix in every tile configuration", "[step4_tensorc
   const attn::StepInfo& step = step_named("step4_tensorcore");
   REQUIRE(step.configs.size() >= 3);
   for (size_t i = 1; i < step.configs.size(); ++i)
-    for (const char* schedule : {"forward", "random:11", "reverse"}) {
+    for (const char* schedule : {"forward", "random:11", "reverse", "greedy"}) {
       DYNAMIC_SECTION(step.configs[i].name << " " << schedule) {
         run_matrix(step, "cpu", schedule, step.configs[i].name);
       }
