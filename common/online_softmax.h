@@ -113,4 +113,60 @@ ATTN_HD T inv_sum(const State<T>& s) {
   return s.l == T(0) ? T(0) : T(1) / s.l;
 }
 
+// ---- The same invariant in base 2, with the softmax scale folded in (the tensor-core kernel).
+//
+// The kernel keeps the scores unscaled, x = q . k, and State::m is the maximum of those. With
+// c = scale * log2(e) > 0,
+//     exp(scale * x - scale * m) = exp2(x * c - m * c),
+// so each probability costs one FFMA (x * c + (-m * c)) and one exp2, and -m * c is computed once
+// per row and tile. (A negative scale is folded into q first, so that c is always positive and
+// the maximum of x is the maximum of scale * x.) `exp2` is the caller's: the kernel passes the
+// hardware's flush-to-zero approximation, step 0 and the tests std::exp2.
+
+template <typename T>
+ATTN_HD T scale_log2(T scale) {
+  return (scale < T(0) ? -scale : scale) * T(1.4426950408889634);
+}
+
+// kMaybeEmpty = false below is the caller's promise that the row has seen a finite score (a
+// tile without a mask): the -inf guards are then left out.
+
+// -m * c, the offset that prob2 adds, and 0 for a row with no visible key: every x is then -inf
+// and exp2(-inf) = 0, with no -inf - -inf = NaN on the way.
+template <bool kMaybeEmpty = true, typename T>
+ATTN_HD T neg_scaled_max(const State<T>& s, T c) {
+  return kMaybeEmpty && s.m == neg_inf<T>() ? T(0) : -s.m * c;
+}
+
+// Moves m to max(m, block_max), rescales l and returns alpha = exp2((m_old - m_new) * c): 0 when
+// nothing was visible before (exp2(-inf)), and exp2(-inf) = 0 again when nothing is visible yet
+// (the accumulator is then 0 anyway).
+template <bool kMaybeEmpty = true, typename T, typename Exp2>
+ATTN_HD T rescale_to2(State<T>& s, T block_max, T c, Exp2 exp2) {
+  const T m_new = block_max > s.m ? block_max : s.m;
+  const T m_guarded = kMaybeEmpty && m_new == neg_inf<T>() ? T(0) : m_new;
+  const T alpha = exp2((s.m - m_guarded) * c);
+  s.m = m_new;
+  s.l *= alpha;
+  return alpha;
+}
+
+// Unnormalised probability exp(scale * (x - m)) of an unscaled score x: one FFMA and one exp2.
+template <typename T, typename Exp2>
+ATTN_HD T prob2(T x, T c, T neg_mc, Exp2 exp2) {
+  return exp2(x * c + neg_mc);
+}
+
+// log(sum_j exp(scale * x_j)) for a state of unscaled scores; -inf for a row with no visible key.
+template <typename T>
+ATTN_HD T lse2(const State<T>& s, T scale) {
+  if (s.l == T(0)) return neg_inf<T>();
+  const T abs_scale = scale < T(0) ? -scale : scale;
+#if defined(__CUDA_ARCH__)
+  return s.m * abs_scale + ::log(s.l);
+#else
+  return s.m * abs_scale + std::log(s.l);
+#endif
+}
+
 }  // namespace online_softmax

@@ -3,6 +3,7 @@
 // common/simt/ptx.h, which follows the PTX ISA. Notation: g = lane / 4, t = lane % 4.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -140,6 +141,24 @@ __device__ __forceinline__ void cp_async_wait(ATTN_PTX_WHERE_ONLY) {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #elif defined(SIMT_BACKEND)
   simt::cp_async_wait(N, where);
+#endif
+}
+
+// ex2.approx.ftz.f32: 2^x in one MUFU.EX2, subnormal inputs and results flushed to zero
+// (2^-126 > result -> +0; 2^-inf = +0). Without .ftz, ptxas wraps every MUFU.EX2 in a range test
+// and two multiplies to produce subnormal results, which a softmax never needs: a probability
+// below 2^-126 of the row maximum's is 0 to FP32 accumulation anyway. The PTX ISA bounds the
+// approximation's error by 2 ulp over the full range; the CPU backend computes 2^x exactly
+// (std::exp2) and flushes the same way, well within every step's check.
+__device__ __forceinline__ float exp2_ftz(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+#else
+  if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
+  const float y = std::exp2(x);
+  return std::fpclassify(y) == FP_SUBNORMAL ? 0.0f : y;
 #endif
 }
 

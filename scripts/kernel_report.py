@@ -6,6 +6,8 @@ contains, in PTX and in SASS.
 
     scripts/kernel_report.py [--build build] [--out docs/kernel_report.md]
                              [--no-spills STEP ...] [--require-tensor-core STEP ...]
+                             [--budget STEP:D:INSTR_PER_MMA:REGS ...]
+                             [--save-mainloop FILE] [--baseline FILE --chapter README.md]
 
 Sources, all from the normal build (nothing is compiled again):
   - ptxas --resource-usage output, kept beside each kernel object by cmake/nvcc_capture.sh;
@@ -17,9 +19,20 @@ Sources, all from the normal build (nothing is compiled again):
 --no-spills fails (exit 1) if a kernel of those steps spills or uses a stack frame;
 --require-tensor-core fails unless every kernel of those steps contains mma.sync, ldmatrix and
 cp.async in PTX, and HMMA, LDSM and LDGSTS in SASS, on every architecture.
+
+The main-loop table counts one iteration of the hot path of each tensor-core kernel's main loop
+in SASS (scripts/mainloop_report.py says how the loop and the path are found).
+--budget STEP:D:X:R fails (exit 1) unless every kernel of STEP at head dim D that does not
+instantiate dropout (no `true` template argument) issues at most X instructions per tensor
+instruction in that hot path, with no inner loop, no spills and at most R registers, on sm_80
+and on sm_90a (those of the two that the build contains; at least one must be there).
+--save-mainloop writes the main-loop counts as JSON; --baseline reads such a file (an earlier
+build) and --chapter rewrites the before/after table between the markers
+<!-- mainloop:begin --> and <!-- mainloop:end --> of that Markdown file.
 """
 import argparse
 import glob
+import json
 import os
 import re
 import shutil
@@ -28,6 +41,9 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mainloop_report  # noqa: E402
+
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
 FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
@@ -57,10 +73,11 @@ def short(name):
 
 
 def base_and_dim(kernel):
+    """Kernel name and head dim (its first integer template argument, if any)."""
     m = re.match(r"(\w+)(?:<(.*)>)?", kernel)
     args = [a.strip() for a in (m.group(2) or "").split(",")]
-    dim = int(args[-1]) if args and args[-1].isdigit() else None
-    return m.group(1), dim
+    dims = [int(a) for a in args if a.isdigit()]
+    return m.group(1), (dims[0] if dims else None)
 
 
 def ptxas_rows(build):
@@ -88,6 +105,8 @@ def launches(build, step):
     """(kernel base name, head dim or None) -> (threads, dynamic smem), from the CPU backend."""
     exe = os.path.join(build, "bin", step)
     out = {}
+    if not os.path.exists(exe):  # a partial build: launches unknown, the rest still reported
+        return out
     with tempfile.TemporaryDirectory() as d:
         for dim in HEAD_DIMS:
             log = os.path.join(d, f"{dim}.log")
@@ -149,12 +168,103 @@ def instructions(cuobjdump, obj, arch):
             per_function(sass, r"Function : (\w+)"))
 
 
+LOOP_COLS = ["tensor", "LDSM", "copy", "MUFU", "fp32", "int", "pred", "move", "branch", "barrier",
+             "other", "total"]
+
+
+def mainloop_table(loops):
+    lines = ["| step | kernel | arch | regs | " + " | ".join(LOOP_COLS) + " | instr/mma | inner "
+             "loops |", "|" + "---|" * (len(LOOP_COLS) + 6)]
+    for r in loops:
+        c = r["loop"]
+        lines.append(f"| {r['step']} | `{r['kernel']}` | {r['arch']} | {r['regs']} | " +
+                     " | ".join(str(c[k]) for k in LOOP_COLS) +
+                     f" | {c['per_tensor']:.2f} | {c['inner_loops']} |")
+    return "\n".join(lines)
+
+
+def rewrite_chapter(chapter, baseline, loops):
+    """Rewrites the before/after block of a chapter: the baseline file's kernels that the
+    current build also has (same step, kernel name up to its first template argument after the
+    head dim, arch), side by side."""
+    begin, end = "<!-- mainloop:begin -->", "<!-- mainloop:end -->"
+    text = open(chapter).read()
+    if begin not in text or end not in text:
+        print(f"kernel_report: {chapter} has no {begin} ... {end} markers", file=sys.stderr)
+        return 2
+    before = json.load(open(baseline))
+    lines = ["| kernel | arch | regs before | regs after | instr before | instr after | "
+             "instr/mma before | instr/mma after |", "|" + "---|" * 8]
+    for key, b in sorted(before.items()):
+        step, rest = key.split(" ", 1)
+        kernel, arch = rest.rsplit(" ", 1)
+        base, dim = base_and_dim(kernel)
+        dtype = kernel.split("<")[1].split(",")[0]
+        now = [r for r in loops if r["step"] == step and r["arch"] == arch and
+               base_and_dim(r["kernel"]) == (base, dim) and
+               r["kernel"].split("<")[1].split(",")[0] == dtype and "true" not in r["kernel"]]
+        for r in now:
+            c = r["loop"]
+            lines.append(f"| `{r['kernel']}` | {arch} | {b['regs']} | {r['regs']} | "
+                         f"{b['total']} | {c['total']} | {b['per_tensor']:.2f} | "
+                         f"{c['per_tensor']:.2f} |")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(chapter, "w") as f:
+        f.write(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
+    return 0
+
+
+def check_budgets(budgets, rows):
+    status = 0
+    for spec in budgets:
+        try:
+            step, dim, limit, regs = spec.split(":")
+            dim, limit, regs = int(dim), float(limit), int(regs)
+        except ValueError:
+            print(f"kernel_report: --budget {spec}: expected STEP:D:INSTR_PER_MMA:REGS",
+                  file=sys.stderr)
+            return 2
+        checked = [r for r in rows if r["step"] == step and r["arch"] in ("sm_80", "sm_90a")
+                   and base_and_dim(r["kernel"])[1] == dim and "true" not in r["kernel"]
+                   and r["sass"].get("HMMA")]
+        if not checked:
+            print(f"kernel_report: --budget {spec}: no tensor-core kernel of {step} at D={dim} "
+                  "on sm_80 or sm_90a in the build", file=sys.stderr)
+            status = 1
+        for r in checked:
+            c = r.get("loop")
+            where = f"{r['step']} {r['kernel']} on {r['arch']}"
+            if not c:
+                print(f"kernel_report: {where}: no main loop found", file=sys.stderr)
+                status = 1
+                continue
+            if c["per_tensor"] > limit:
+                print(f"kernel_report: {where}: {c['per_tensor']:.2f} instructions per tensor "
+                      f"instruction in the main loop, budget {limit}", file=sys.stderr)
+                status = 1
+            if c["inner_loops"]:
+                print(f"kernel_report: {where}: the main loop contains {c['inner_loops']} inner "
+                      "loop(s)", file=sys.stderr)
+                status = 1
+            if r["regs"] > regs or r["spill_st"] or r["spill_ld"] or r["stack"]:
+                print(f"kernel_report: {where}: {r['regs']} registers (budget {regs}), "
+                      f"{r['spill_st']}/{r['spill_ld']} B spilled, {r['stack']} B stack",
+                      file=sys.stderr)
+                status = 1
+    return status
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", help="write the Markdown report here")
     ap.add_argument("--no-spills", nargs="*", default=[], metavar="STEP")
     ap.add_argument("--require-tensor-core", nargs="*", default=[], metavar="STEP")
+    ap.add_argument("--budget", action="append", default=[], metavar="STEP:D:X:R")
+    ap.add_argument("--save-mainloop", metavar="FILE")
+    ap.add_argument("--baseline", metavar="FILE")
+    ap.add_argument("--chapter", metavar="README")
     args = ap.parse_args()
 
     rows = ptxas_rows(args.build)
@@ -184,8 +294,10 @@ def main():
             r["ptx"] = {op: len(re.findall(rx, ptx.get(r["mangled"], "")))
                         for op, rx in PTX_OPS.items()}
             if have_sass:
-                r["sass"] = {op: len(re.findall(rx, sass.get(r["mangled"], "")))
-                             for op, rx in SASS_OPS.items()}
+                text = sass.get(r["mangled"], "")
+                r["sass"] = {op: len(re.findall(rx, text)) for op, rx in SASS_OPS.items()}
+                if r["sass"]["HMMA"] or "HGMMA" in text:
+                    r["loop"] = mainloop_report.main_loop(text)
     rows.sort(key=lambda r: (r["step"], r["kernel"], r["arch"]))
 
     def counts(d):
@@ -202,6 +314,20 @@ def main():
             f"{r['smem_static'] + r['smem_dyn']} | {occ} | {counts(r['ptx'])} | "
             f"{counts(r['sass'])} |")
     table = "\n".join(lines)
+    loops = [r for r in rows if r.get("loop")]
+    loop_table = mainloop_table(loops)
+    if args.save_mainloop:
+        with open(args.save_mainloop, "w") as f:
+            json.dump({f"{r['step']} {r['kernel']} {r['arch']}": {**r["loop"], "regs": r["regs"]}
+                       for r in loops}, f, indent=1, sort_keys=True)
+            f.write("\n")
+    if args.chapter:
+        if not args.baseline:
+            print("kernel_report: --chapter needs --baseline", file=sys.stderr)
+            return 2
+        status = rewrite_chapter(args.chapter, args.baseline, loops)
+        if status:
+            return status
     if args.out:
         tool = ("cuobjdump + nvdisasm from PyPI" if have_sass else
                 "cuobjdump (no nvdisasm: no SASS)" if cuobjdump else "no cuobjdump: no PTX/SASS")
@@ -218,9 +344,21 @@ def main():
                 "architecture\n  (registers, threads, blocks, shared memory with 1 KB reserved "
                 "per block); occupancy = resident warps / maximum warps.\n"
                 f"- instructions: counted in the PTX and SASS of the objects ({tool}).\n\n"
-                + table + "\n")
+                + table + "\n\n"
+                "## Main loop of the tensor-core kernels\n\n"
+                "One iteration of the hot path of each kernel's main loop in SASS, per warp "
+                "(scripts/mainloop_report.py:\nthe natural loop with the most tensor instructions; "
+                "the path through it with the most tensor\ninstructions, LDSM and async copies "
+                "and the fewest instructions in all). Categories: tensor = HMMA/HGMMA,\n"
+                "copy = LDGSTS/UTMALDG, fp32 = FP32 arithmetic, compares and F2FP packs, "
+                "int = integer and uniform\narithmetic, pred = PLOP3/P2R/R2P, move = MOV/IMAD.MOV/"
+                "CS2R/S2R, barrier = BAR/DEPBAR/LDGDEPBAR,\nother = shuffles, loads, stores, "
+                "conversions. instr/mma = total / tensor. An inner loop is counted once.\n\n"
+                + loop_table + "\n")
     else:
         print(table)
+        print()
+        print(loop_table)
 
     status = 0
     for r in rows:
@@ -239,6 +377,7 @@ def main():
                 print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']} lacks "
                       f"{', '.join(missing)}", file=sys.stderr)
                 status = 1
+    status = max(status, check_budgets(args.budget, rows))
     for s in set(args.no_spills) | set(args.require_tensor_core):
         if not any(r["step"] == s for r in rows):
             print(f"kernel_report: no kernels found for {s}", file=sys.stderr)

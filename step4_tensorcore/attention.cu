@@ -11,6 +11,8 @@
 #include "common/ptx.h"
 #include "common/tiles.h"
 
+#include <type_traits>
+
 namespace step4::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
@@ -43,21 +45,51 @@ struct Tile {
   static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
 };
 
-// Issues cp.async copies of rows [0, n_rows) of a [*, D] matrix into a swizzled tile, 16 bytes a
-// copy, zero-filling rows at or past `valid_rows` (a partial tile at the end of a sequence).
-template <int D, typename T>
-__device__ __forceinline__ void load_tile_async(T* tile, const T* gmem, int n_rows,
-                                                int valid_rows) {
-  constexpr int kChunks = D / 8;
-  for (int v = threadIdx.x; v < n_rows * kChunks; v += kThreads) {
-    const int r = v / kChunks, d = v % kChunks * 8;
-    const bool valid = r < valid_rows;
-    attn::cp_async_16(tile + Tile<D>::offset(r, d, n_rows), gmem + (valid ? int64_t(r) * D + d : 0),
-                      valid ? 16 : 0);
+// The cp.async copies of one [Rows][D] tile, 16 bytes each, shared by the block's threads. A
+// thread copies chunk threadIdx.x % (D / 8) of rows threadIdx.x / (D / 8) + k * kRowStep: with
+// kRowStep a multiple of 8, the swizzle (r % 8) is the same in every pass k, so a thread's shared
+// and global offsets are computed once, before the K/V loop, and pass k only adds a constant
+// (which the copy instruction takes as an immediate). Head dims whose chunk count does not divide
+// the block (80, 96) fall back to computing each copy's offsets.
+template <int D, int Rows>
+struct TileCopy {
+  static constexpr int kChunks = D / 8;
+  static constexpr bool kFixedPasses = kThreads % kChunks == 0 && (kThreads / kChunks) % 8 == 0;
+  static constexpr int kRowStep = kFixedPasses ? kThreads / kChunks : 1;
+  int row, smem, gmem;  // this thread's first row, and its offsets in the tile and in the source
+  __device__ __forceinline__ TileCopy() {
+    row = threadIdx.x / kChunks;
+    const int d = threadIdx.x % kChunks * 8;
+    smem = Tile<D>::offset(row, d, Rows);
+    gmem = row * D + d;
   }
-}
 
-template <typename T, int D>
+  // Rows [0, Rows) of the tile starting at `src` (a [*, D] matrix) into `tile`. kFull: every
+  // row exists; otherwise rows at or past `valid_rows` are zero-filled (the partial tile at the
+  // end of a sequence).
+  template <bool kFull, typename T>
+  __device__ __forceinline__ void issue(T* tile, const T* src, int valid_rows = Rows) const {
+    if constexpr (kFixedPasses) {
+      const T* from = src + gmem;  // one 64-bit add; the passes add immediates
+#pragma unroll
+      for (int k = 0; k < Rows / kRowStep; ++k) {
+        const bool valid = kFull || row + k * kRowStep < valid_rows;
+        attn::cp_async_16(tile + smem + k * kRowStep * 64, valid ? from + k * kRowStep * D : src,
+                          valid ? 16 : 0);
+      }
+    } else {
+      for (int v = threadIdx.x; v < Rows * kChunks; v += kThreads) {
+        const int r = v / kChunks, d = v % kChunks * 8;
+        const bool valid = kFull || r < valid_rows;
+        attn::cp_async_16(tile + Tile<D>::offset(r, d, Rows), src + (valid ? r * D + d : 0),
+                          valid ? 16 : 0);
+      }
+    }
+  }
+};
+
+// kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
+template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionParams p) {
   T* Qs = attn::shared_memory<T>();        // [Br][D], swizzled
   T* Ks = Qs + Tile<D>::elements(Br);      // [2 stages][Bc][D]
@@ -83,46 +115,82 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   const int last_row = min(i0 + Br, p.seqlen_q) - 1;
   const int block_end = attn::visible_keys_end(last_row, p.seqlen_q, len_k, p.causal);
   const int n_tiles = (block_end + Bc - 1) / Bc;
+  // Tiles every row of the block sees in full need no mask: the block's first row sees the
+  // fewest keys (rows past seqlen_q see more, but nothing of theirs is written).
+  const int n_unmasked = attn::visible_keys_end(i0, p.seqlen_q, len_k, p.causal) / Bc;
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
-  // Prologue: Q and the first K/V tile, one cp.async group.
-  load_tile_async<D>(Qs, static_cast<const T*>(p.q) + q_row0 * D, Br, p.seqlen_q - i0);
-  if (n_tiles > 0) {
-    load_tile_async<D>(Ks, k_head, Bc, p.seqlen_k);
-    load_tile_async<D>(Vs, v_head, Bc, p.seqlen_k);
-  }
+  // Prologue: Q in one cp.async group, the first K/V tile in the next.
+  const TileCopy<D, Br> q_copy;
+  const TileCopy<D, Bc> kv_copy;  // K and V tiles have the same shape: the same offsets
+  q_copy.template issue<false>(Qs, static_cast<const T*>(p.q) + q_row0 * D, p.seqlen_q - i0);
   attn::cp_async_commit();
+  if (n_tiles > 0) {
+    kv_copy.template issue<false>(Ks, k_head, p.seqlen_k);
+    kv_copy.template issue<false>(Vs, v_head, p.seqlen_k);
+  }
+  const T* k_tile = k_head;  // the K and V tiles last copied (moved one tile on per prefetch)
+  const T* v_tile = v_head;
+  attn::cp_async_commit();
+  attn::cp_async_wait<1>();  // Q has landed (the first tile may still be in flight) ...
+  __syncthreads();           // ... for every thread
 
+  // Q fragments: for each 16 columns, one ldmatrix.x4 of the four 8x8 quarters of the warp's 16
+  // rows, in the order a0a1 (rows 0-7, cols 0-7), a2a3 (rows 8-15), a4a5 (cols 8-15), a6a7.
   uint32_t q_frag[D / 16][4];  // A fragments of this warp's 16 rows of Q, per 16 columns
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) {
+    const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), d = kc * 16 + 8 * (j / 2);
+    attn::ldmatrix<4>(q_frag[kc], Qs + Tile<D>::offset(r, d, Br));
+  }
+  // A negative scale is folded into Q once (flip the sign bit of each 16-bit element), so that
+  // the softmax below only ever sees a positive scale (common/online_softmax.h).
+  if (p.scale < 0.0f)
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) q_frag[kc][r] ^= 0x80008000u;
+  const float c = online_softmax::scale_log2(p.scale);  // scale * log2(e)
+
+  // ldmatrix row addresses, relative to a stage, computed once. The lane's part of the swizzle
+  // (r % 8 = lane % 8) is the same for every tile. Columns 16 c16 .. 16 c16 + 15 of a 64-column
+  // block are chunks 2 c16 and 2 c16 + 1, and (2 c16 + x) ^ y = (x ^ y) ^ 2 c16 for x < 2: the
+  // offset of columns 16 c16 is the offset of columns 0 with bits 4-5 flipped, offset ^ 16 c16.
+  // Rows and 64-column blocks then add constants.
+  const int k_ldsm = Tile<D>::offset(lane % 8 + 8 * (lane / 16), 8 * (lane / 8 % 2), Bc);
+  const int v_ldsm = Tile<D>::offset(lane % 8 + 8 * (lane / 8 % 2), 8 * (lane / 16), Bc);
+
   float o_acc[D / 8][4] = {};  // O accumulators: D / 8 tiles of 16 x 8
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
 
-  for (int n = 0; n < n_tiles; ++n) {
-    const int j0 = n * Bc, stage = n % 2;
-    // Start copying the next tile into the other stage while this one is computed.
+  // One K/V tile. kMasked: some key of the tile is invisible to some row (the last, partial tile;
+  // tiles on the causal diagonal); the other tiles skip the mask entirely.
+  // kStage (n % 2) is a compile-time constant too, so that every shared-memory address below is
+  // a per-thread base plus an immediate: the loops call this for two tiles at a time.
+  auto tile = [&](int n, auto stage_c, auto masked) {
+    constexpr int stage = decltype(stage_c)::value;
+    constexpr bool kMasked = decltype(masked)::value;
+    const int j0 = n * Bc;
+    // Start copying the next tile into the other stage while this one is computed. Only the
+    // tile at the end of the K/V buffer needs its missing rows zero-filled.
     if (n + 1 < n_tiles) {
       const int next = j0 + Bc;
-      load_tile_async<D>(Ks + (1 - stage) * Tile<D>::elements(Bc), k_head + int64_t(next) * D, Bc,
-                         p.seqlen_k - next);
-      load_tile_async<D>(Vs + (1 - stage) * Tile<D>::elements(Bc), v_head + int64_t(next) * D, Bc,
-                         p.seqlen_k - next);
+      T* k_next = Ks + (1 - stage) * Tile<D>::elements(Bc);
+      T* v_next = Vs + (1 - stage) * Tile<D>::elements(Bc);
+      if (next + Bc <= p.seqlen_k) {
+        kv_copy.template issue<true>(k_next, k_tile += Bc * D);
+        kv_copy.template issue<true>(v_next, v_tile += Bc * D);
+      } else {
+        kv_copy.template issue<false>(k_next, k_tile += Bc * D, p.seqlen_k - next);
+        kv_copy.template issue<false>(v_next, v_tile += Bc * D, p.seqlen_k - next);
+      }
     }
     attn::cp_async_commit();   // (an empty group when there is no next tile)
-    attn::cp_async_wait<1>();  // all but the newest group: this tile (and Q) has landed ...
+    attn::cp_async_wait<1>();  // all but the newest group: this tile has landed ...
     __syncthreads();           // ... for every thread, not only for this one
     const T* K = Ks + stage * Tile<D>::elements(Bc);
     const T* V = Vs + stage * Tile<D>::elements(Bc);
-
-    if (n == 0) {
-      // Q fragments: for each 16 columns, one ldmatrix.x4 of the four 8x8 quarters of the warp's
-      // 16 rows, in the order a0a1 (rows 0-7, cols 0-7), a2a3 (rows 8-15), a4a5 (cols 8-15), a6a7.
-#pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), d = kc * 16 + 8 * (j / 2);
-        attn::ldmatrix<4>(q_frag[kc], Qs + Tile<D>::offset(r, d, Br));
-      }
-    }
 
     // S = Q K^T for this warp's 16 rows and the tile's 64 keys: 8 accumulator tiles of 16 x 8.
     // K is stored [key][d], which is exactly an mma B operand ("col"): a non-transposed
@@ -132,41 +200,47 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     for (int nt = 0; nt < Bc / 8; nt += 2) {
 #pragma unroll
       for (int kc = 0; kc < D / 16; ++kc) {
-        const int j = lane / 8, key = nt * 8 + lane % 8 + 8 * (j / 2), d = kc * 16 + 8 * (j % 2);
         uint32_t kb[4];
-        attn::ldmatrix<4>(kb, K + Tile<D>::offset(key, d, Bc));
+        attn::ldmatrix<4>(kb, K + (k_ldsm ^ kc % 4 * 16) + (kc / 4) * Bc * 64 + nt * 8 * 64);
         attn::mma_m16n8k16<T>(s[nt], q_frag[kc], {kb[0], kb[1]}, s[nt]);
         attn::mma_m16n8k16<T>(s[nt + 1], q_frag[kc], {kb[2], kb[3]}, s[nt + 1]);
       }
     }
 
-    // Scale and mask. Element i of tile nt is row g + 8 * (i / 2), key j0 + 8 nt + 2t + i % 2.
-    float tile_max[2] = {-INFINITY, -INFINITY};
+    // Mask (masked tiles only) and row maxima of the unscaled scores. Element i of tile nt is
+    // row g + 8 * (i / 2), key j0 + 8 nt + 2t + i % 2.
+    float tile_max[2];
 #pragma unroll
     for (int nt = 0; nt < Bc / 8; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int key = j0 + nt * 8 + 2 * t + i % 2;
-        s[nt][i] = key < end[i / 2] ? p.scale * s[nt][i] : -INFINITY;
-        tile_max[i / 2] = fmaxf(tile_max[i / 2], s[nt][i]);
+        if constexpr (kMasked)
+          if (j0 + nt * 8 + 2 * t + i % 2 >= end[i / 2]) s[nt][i] = -INFINITY;
+        tile_max[i / 2] = nt == 0 && i % 2 == 0 ? s[nt][i] : fmaxf(tile_max[i / 2], s[nt][i]);
       }
 
-    // Online softmax on the fragments: the four lanes of a row combine with two shuffles.
-    float alpha[2], tile_sum[2] = {0.0f, 0.0f};
+    // Online softmax on the fragments, in base 2: the four lanes of a row combine their maxima
+    // with two shuffles; each lane keeps its own part of the row sum l (reduced once, at the end).
+    float alpha[2], neg_mc[2];
 #pragma unroll
-    for (int half = 0; half < 2; ++half)
-      alpha[half] = online_softmax::rescale_to(state[half], attn::row_max<4>(tile_max[half]));
+    for (int half = 0; half < 2; ++half) {
+      alpha[half] = online_softmax::rescale_to2<kMasked>(
+          state[half], attn::row_max<4>(tile_max[half]), c, attn::exp2_ftz);
+      neg_mc[half] = online_softmax::neg_scaled_max<kMasked>(state[half], c);
+    }
     uint32_t p_frag[Bc / 16][4];  // P as A fragments, 16 keys each
 #pragma unroll
     for (int nt = 0; nt < Bc / 8; ++nt) {
       float pr[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        pr[i] = online_softmax::prob(state[i / 2], s[nt][i]);
-        tile_sum[i / 2] += pr[i];  // the softmax normalises over every key, dropped or not
-        if (drop.enabled) {
+        pr[i] = online_softmax::prob2(s[nt][i], c, neg_mc[i / 2], attn::exp2_ftz);
+        state[i / 2].l += pr[i];  // the softmax normalises over every key, dropped or not
+        if constexpr (kDropout) {
+          // Dropped: 0; kept: 1. The 1 / (1 - p) of the kept ones is applied to O at the end,
+          // so P stays in [0, 1] when it is rounded to 16 bits.
           const int row = i0 + warp * 16 + g + 8 * (i / 2), key = j0 + nt * 8 + 2 * t + i % 2;
-          pr[i] *= attn::dropout_factor(drop, b, h, row, key);
+          if (!attn::dropout_keep(drop, b, h, row, key)) pr[i] = 0.0f;
         }
       }
       // The accumulator layout of S (rows g, g+8; columns 2t, 2t+1) is the A-fragment layout of
@@ -174,8 +248,6 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       p_frag[nt / 2][2 * (nt % 2)] = attn::pack2<T>(pr[0], pr[1]);
       p_frag[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(pr[2], pr[3]);
     }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) state[half].l += attn::row_sum<4>(tile_sum[half]);
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
 #pragma unroll
@@ -187,29 +259,45 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     for (int dt = 0; dt < D / 8; dt += 2) {
 #pragma unroll
       for (int kc = 0; kc < Bc / 16; ++kc) {
-        const int j = lane / 8, key = kc * 16 + lane % 8 + 8 * (j % 2), d = dt * 8 + 8 * (j / 2);
         uint32_t vb[4];
-        attn::ldmatrix<4, true>(vb, V + Tile<D>::offset(key, d, Bc));
+        attn::ldmatrix<4, true>(vb,
+                                V + (v_ldsm ^ dt % 8 / 2 * 16) + (dt / 8) * Bc * 64 + kc * 16 * 64);
         attn::mma_m16n8k16<T>(o_acc[dt], p_frag[kc], {vb[0], vb[1]}, o_acc[dt]);
         attn::mma_m16n8k16<T>(o_acc[dt + 1], p_frag[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
       }
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
+  };
+  using Stage0 = std::integral_constant<int, 0>;
+  using Stage1 = std::integral_constant<int, 1>;
+  int n = 0;
+  for (; n + 1 < min(n_unmasked, n_tiles); n += 2) {
+    tile(n, Stage0{}, std::false_type{});
+    tile(n + 1, Stage1{}, std::false_type{});
+  }
+  for (; n < n_tiles; ++n) {  // the rest (at most one unmasked tile, then the masked ones)
+    if (n % 2 == 0)
+      tile(n, Stage0{}, std::true_type{});
+    else
+      tile(n, Stage1{}, std::true_type{});
   }
   attn::cp_async_wait<0>();  // nothing may be in flight when the block exits
 
-  // O = acc / l, straight from the accumulators: each lane writes two adjacent elements per tile.
+  // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
+  // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
+  // once, instead of on every tile.
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
+    state[half].l = attn::row_sum<4>(state[half].l);
     const int r = warp * 16 + g + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
-    const float inv_l = online_softmax::inv_sum(state[half]);
+    const float inv_l = online_softmax::inv_sum(state[half]) * (kDropout ? drop.scale : 1.0f);
     T* o = static_cast<T*>(p.o) + (q_row0 + r) * D;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
       *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
           attn::pack2<T>(o_acc[dt][2 * half] * inv_l, o_acc[dt][2 * half + 1] * inv_l);
-    if (t == 0) p.lse[q_row0 + r] = online_softmax::lse(state[half]);
+    if (t == 0) p.lse[q_row0 + r] = online_softmax::lse2(state[half], p.scale);
   }
 }
 
@@ -219,7 +307,11 @@ void run(const AttentionParams& p, attn::RunContext&) {
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       const size_t smem = (Tile<D>::elements(Br) + 4 * Tile<D>::elements(Bc)) * sizeof(T);
-      attn::launch(attention_kernel<T, D>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
+      if (p.dropout > 0.0f)
+        attn::launch(attention_kernel<T, D, true>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
+      else
+        attn::launch(attention_kernel<T, D, false>, {dim3(1, q_tiles, bh), dim3(kThreads), smem},
+                     p);
     });
   });
 }

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""The main loop of a tensor-core kernel in SASS, and what one iteration of its hot path issues.
+
+    scripts/mainloop_report.py OBJECT [--arch sm_80] [--kernel SUBSTRING]
+
+Used by scripts/kernel_report.py (the tables in docs/kernel_report.md and the budget test); run
+alone it prints one line per kernel of an object file.
+
+How the loop is found, from the SASS that cuobjdump prints (addresses and branch targets):
+  1. basic blocks: a block starts at the kernel's first instruction, at every branch target and
+     after every branch or EXIT; edges follow BRA targets and fall-through;
+  2. loops: an edge to an address at or before its source is a back edge; its natural loop is
+     the target (the header) and every block that reaches the source without passing the header;
+  3. the main loop is the loop whose hot path (4.) has the most tensor instructions (HMMA,
+     HGMMA); among loops with as many, the one with the most in its whole body, then the one with
+     the shortest hot path (a kernel that peels its masked tiles into a second loop has two; the
+     unmasked one is the steady state);
+  4. the hot path is the path from the header to a back edge with the most tensor instructions,
+     then the most LDSM, then the most async copies (the prefetch of the next tile is taken),
+     then the fewest instructions in all (branches around optional work, such as a run-time
+     dropout test that is false, are not taken). Each instruction on it is counted once, as one
+     iteration issues it; an inner loop, if any, is counted once too and reported.
+
+Categories (by SASS opcode): tensor (HMMA, HGMMA), LDSM, copy (LDGSTS, UTMALDG), MUFU, fp32
+(F* arithmetic and compares: FADD, FMUL, FFMA, FMNMX, FSEL, FSETP, F2FP, ...), int (integer and
+uniform-datapath arithmetic: IMAD, IADD3, LOP3, SHF, LEA, ISETP, SEL, U*), pred (PLOP3, P2R,
+R2P), move (MOV, IMAD.MOV, UMOV, CS2R, S2R, S2UR, R2UR), branch (BRA, BSSY, BSYNC, EXIT, ...),
+barrier (BAR, DEPBAR, LDGDEPBAR, MEMBAR, WARPSYNC, SYNCS), other (shuffles, loads and stores,
+conversions, ...). NOPs and instructions predicated on !PT (never executed; ptxas uses them as
+padding) are not counted.
+"""
+import argparse
+import re
+import subprocess
+import sys
+
+LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
+
+CATEGORIES = ["tensor", "LDSM", "copy", "MUFU", "fp32", "int", "pred", "move", "branch",
+              "barrier", "other"]
+BRANCHES = {"BRA", "JMP", "JMX", "BRX", "CALL", "RET", "EXIT", "BSSY", "BSYNC", "BREAK", "BPT",
+            "KILL"}
+BARRIERS = {"BAR", "DEPBAR", "LDGDEPBAR", "MEMBAR", "WARPSYNC", "SYNCS", "ARRIVES", "ERRBAR",
+            "CCTL", "FENCE"}
+MOVES = {"MOV", "MOV32I", "UMOV", "CS2R", "S2R", "S2UR", "R2UR", "IMAD.MOV", "IMAD.MOV.U32"}
+INTS = {"IMAD", "IADD3", "IADD", "LOP3", "LOP", "SHF", "LEA", "ISETP", "SEL", "IMNMX", "IABS",
+        "ISCADD", "POPC", "FLO", "BMSK", "BREV", "PRMT", "SGXT", "IDP", "VIADD", "VIMNMX"}
+PREDS = {"PLOP3", "P2R", "R2P", "PSETP", "VOTE", "VOTEU"}
+
+
+def category(op):
+    base = op.split(".")[0]
+    if base in ("HMMA", "HGMMA"):
+        return "tensor"
+    if base == "LDSM":
+        return "LDSM"
+    if base in ("LDGSTS", "UTMALDG"):
+        return "copy"
+    if base == "MUFU":
+        return "MUFU"
+    if op.startswith("IMAD.MOV") or base in MOVES:
+        return "move"
+    if base in BRANCHES:
+        return "branch"
+    if base in BARRIERS:
+        return "barrier"
+    if base in PREDS:
+        return "pred"
+    if base in INTS or (base.startswith("U") and base[1:] in INTS | {"LDC"}):
+        return "int"
+    if base in ("FADD", "FMUL", "FFMA", "FMNMX", "FSEL", "FSETP", "F2FP", "FCHK", "FSET",
+                "FRND", "FMUL2", "FADD2", "FFMA2", "FSWZADD"):
+        return "fp32"
+    return "other"
+
+
+def parse(sass):
+    """[(address, predicated, opcode, operands)] of one function's cuobjdump -sass text."""
+    out = []
+    for line in sass.splitlines():
+        m = LINE.match(line)
+        if m:
+            pred = (m.group(2) or "").strip()
+            out.append((int(m.group(1), 16), pred, m.group(3), m.group(4)))
+    return out
+
+
+def blocks_of(instrs):
+    """Basic blocks {start address: [instructions]} and successor lists."""
+    addrs = [i[0] for i in instrs]
+    leaders = {addrs[0]} if addrs else set()
+    for k, (a, pred, op, args) in enumerate(instrs):
+        base = op.split(".")[0]
+        if base in ("BRA", "JMP", "EXIT", "RET", "BRX", "JMX"):
+            if base in ("BRA", "JMP") and (t := TARGET.search(args)):
+                leaders.add(int(t.group(1), 16))
+            if k + 1 < len(instrs):
+                leaders.add(instrs[k + 1][0])
+    blocks, succ, cur = {}, {}, None
+    for k, ins in enumerate(instrs):
+        if ins[0] in leaders:
+            cur = ins[0]
+            blocks[cur] = []
+        blocks[cur].append(ins)
+    starts = sorted(blocks)
+    for n, s in enumerate(starts):
+        last = blocks[s][-1]
+        a, pred, op, args = last
+        base = op.split(".")[0]
+        nxt = starts[n + 1] if n + 1 < len(starts) else None
+        out = []
+        if base in ("BRA", "JMP") and (t := TARGET.search(args)):
+            out.append(int(t.group(1), 16))
+            if pred and nxt is not None:
+                out.append(nxt)
+        elif base in ("EXIT", "RET", "BRX", "JMX"):
+            if pred and nxt is not None:
+                out.append(nxt)
+        elif nxt is not None:
+            out.append(nxt)
+        succ[s] = [x for x in out if x in blocks]
+    return blocks, succ
+
+
+def counts_of(instrs):
+    c = dict.fromkeys(CATEGORIES, 0)
+    for _, pred, op, _ in instrs:
+        if op.split(".")[0] == "NOP" or pred == "@!PT":  # never issued as work
+            continue
+        c[category(op)] += 1
+    c["total"] = sum(c[k] for k in CATEGORIES)
+    return c
+
+
+def loops_of(blocks, succ):
+    """Natural loops: [(header, set of blocks, [latches])], merged per header."""
+    pred = {b: [] for b in blocks}
+    for b, ss in succ.items():
+        for s in ss:
+            pred[s].append(b)
+    loops = {}
+    for b, ss in succ.items():
+        for h in ss:
+            if h <= b:  # back edge b -> h
+                body, stack = {h}, [b]
+                while stack:
+                    x = stack.pop()
+                    if x not in body:
+                        body.add(x)
+                        stack.extend(pred[x])
+                entry = loops.setdefault(h, (set(), []))
+                entry[0].update(body)
+                entry[1].append(b)
+    return [(h, body, latches) for h, (body, latches) in loops.items()]
+
+
+def hot_path(blocks, succ, header, body, latches):
+    """The hot path's instructions, from header to a latch (see the module docstring)."""
+    def key(c):
+        return (c["tensor"], c["LDSM"], c["copy"], -c["total"])
+
+    best = {header: (counts_of(blocks[header]), [header])}
+    for b in sorted(body):
+        if b not in best:
+            continue
+        for s in succ[b]:
+            if s in body and s > b:
+                c = counts_of(blocks[s])
+                cand = {k: best[b][0][k] + c[k] for k in c}
+                if s not in best or key(cand) > key(best[s][0]):
+                    best[s] = (cand, best[b][1] + [s])
+    ends = [best[l] for l in latches if l in best]
+    return max(ends, key=lambda e: key(e[0])) if ends else (counts_of([]), [])
+
+
+def main_loop(sass):
+    """Counts of one hot-path iteration of the main loop of one function's SASS, or None."""
+    instrs = parse(sass)
+    if not instrs:
+        return None
+    blocks, succ = blocks_of(instrs)
+    candidates = []
+    for header, body, latches in loops_of(blocks, succ):
+        tensor = sum(counts_of(blocks[b])["tensor"] for b in body)
+        if tensor == 0:
+            continue
+        counts, path = hot_path(blocks, succ, header, body, latches)
+        inner = sum(1 for h2, b2, _ in loops_of(blocks, succ) if h2 != header and b2 < body)
+        candidates.append(((counts["tensor"], tensor, -counts["total"]), counts, header, path,
+                           inner))
+    if not candidates:
+        return None
+    _, counts, header, path, inner = max(candidates, key=lambda c: c[0])
+    counts = dict(counts)
+    counts["per_tensor"] = counts["total"] / counts["tensor"] if counts["tensor"] else float("inf")
+    counts["header"] = header
+    counts["inner_loops"] = inner
+    counts["tensor_loops"] = len(candidates)
+    counts["opcodes"] = {}
+    for b in path:
+        for _, _, op, _ in blocks[b]:
+            counts["opcodes"][op] = counts["opcodes"].get(op, 0) + 1
+    return counts
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("object")
+    ap.add_argument("--arch", default="sm_80")
+    ap.add_argument("--kernel", default="", help="only functions whose mangled name contains this")
+    ap.add_argument("--cuobjdump", default="cuobjdump")
+    ap.add_argument("--opcodes", action="store_true", help="also list the hot path's opcodes")
+    args = ap.parse_args()
+    sass = subprocess.run([args.cuobjdump, "-sass", "-arch", args.arch, args.object],
+                          capture_output=True, text=True, check=True).stdout
+    funcs, name = {}, None
+    for line in sass.splitlines():
+        if m := re.search(r"Function : (\w+)", line):
+            name = m.group(1)
+            funcs[name] = []
+        elif name:
+            funcs[name].append(line)
+    for name, lines in funcs.items():
+        if args.kernel not in name:
+            continue
+        c = main_loop("\n".join(lines))
+        if c is None:
+            print(f"{name}: no loop with tensor instructions")
+            continue
+        print(f"{name}: " + " ".join(f"{k} {c[k]}" for k in CATEGORIES + ["total"]) +
+              f" per_tensor {c['per_tensor']:.2f} inner_loops {c['inner_loops']}")
+        if args.opcodes:
+            print("  " + ", ".join(f"{op} {n}" for op, n in sorted(c["opcodes"].items(),
+                                                                   key=lambda x: -x[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
