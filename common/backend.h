@@ -56,6 +56,8 @@ class RunContext {
 
   // True on the run whose output is checked: a step may verify extra invariants then.
   bool verify = false;
+  // The kernel variant to run (StepInfo::variants); empty for a step with one kernel.
+  std::string variant;
 
  private:
   void* scratch_bytes_for(const std::string& label, size_t bytes);

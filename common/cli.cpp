@@ -39,6 +39,9 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
   app.add_option("--warmup", out.warmup, "untimed iterations before timing")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
+  app.add_option("--variant", out.variant,
+                 "kernel variant, for a step that has several (step5: sm80 | sm90a; default: "
+                 "what the device runs best)");
   app.add_option("--csv", out.csv, "append a result row to this CSV file");
   app.add_flag("!--no-check", out.check, "skip the FP64 reference check");
   app.add_option("--schedule", out.schedule,

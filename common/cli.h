@@ -13,7 +13,8 @@ struct Options {
   std::string schedule = "forward";  // CPU backend fiber order: forward | reverse | random[:SEED]
   int iters = 5;
   int warmup = 1;
-  std::string csv;  // append a result row here when set
+  std::string variant;  // kernel variant of a step that has several; empty: the step's default
+  std::string csv;      // append a result row here when set
   bool check = true;
   bool quiet = false;
 };

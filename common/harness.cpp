@@ -102,6 +102,16 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     return invalid(step.name + ": --dim " + std::to_string(p.dim) +
                    ": this step supports head dims " + join(step.head_dims));
 
+  const auto& variants = step.variants;
+  if (!opt.variant.empty() && variants.empty())
+    return invalid(step.name + ": --variant " + opt.variant + ": this step has a single kernel");
+  if (!opt.variant.empty() &&
+      std::find(variants.begin(), variants.end(), opt.variant) == variants.end()) {
+    std::string known;
+    for (const std::string& v : variants) known += (known.empty() ? "" : ", ") + v;
+    return invalid(step.name + ": --variant " + opt.variant + ": this step has variants " + known);
+  }
+
   // Pick the backend.
   std::unique_ptr<Backend> be;
   std::string why_not;
@@ -124,8 +134,13 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
   const bool on_gpu = be->name() == "gpu";
   const StepFn run = on_gpu ? step.gpu : step.cpu;
 
+  // The variant is part of the step's name in the result line and the CSV: "step5_x[sm80]".
+  std::string variant = opt.variant;
+  if (variant.empty() && !variants.empty())
+    variant = step.default_variant ? step.default_variant(*be) : variants.front();
+
   ResultRow& row = out.row;
-  row.step = step.name;
+  row.step = step.name + (variant.empty() ? "" : "[" + variant + "]");
   row.problem = p;
   row.iters = opt.iters;
   row.commit = build_commit();
@@ -142,6 +157,7 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     const DeviceProblem dev(*be, p, in);
     const AttentionParams& params = dev.params();
     RunContext ctx(*be);
+    ctx.variant = variant;
 
     // The checked run: outputs start poisoned, so anything left unwritten is caught.
     ctx.verify = true;

@@ -269,9 +269,20 @@ __device__ __forceinline__ void mbarrier_expect_tx(uint64_t* bar, uint32_t bytes
 }
 
 // mbarrier.try_wait.parity.shared::cta.b64, looped until the phase of parity `parity` completed.
+// Before sm_90 only mbarrier.test_wait (which never suspends the thread) exists: it is used there.
 __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar,
                                                      uint32_t parity ATTN_PTX_WHERE) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+#elif defined(__CUDA_ARCH__)
   uint32_t done;
   do {
     asm volatile(
