@@ -9,13 +9,14 @@
 #include "common/simt/launch.h"
 #include "common/simt/memory.h"
 #include "common/simt/ptx.h"
+#include "common/simt/sm90.h"
 #include "tests/matrix.h"
 #include "tests/steps.h"
 
 namespace {
 
-void run_matrix(const attn::StepInfo& step, const std::string& backend,
-                const std::string& schedule) {
+void run_matrix(const attn::StepInfo& step, const std::string& backend, const std::string& schedule,
+                const std::string& variant = "") {
   for (const attn::Problem& p : attn_test::matrix()) {
     if (!step.head_dims.empty() &&
         std::find(step.head_dims.begin(), step.head_dims.end(), p.dim) == step.head_dims.end())
@@ -26,10 +27,11 @@ void run_matrix(const attn::StepInfo& step, const std::string& backend,
     o.warmup = 0;
     o.backend = backend;
     o.schedule = schedule;
+    o.variant = variant;
     const attn::RunOutcome r = attn::run_step(step, o);
-    INFO(step.name << " [" << backend << ", " << schedule << "] " << p.describe() << "\n"
-                   << r.message << "\n"
-                   << r.row.check.first_failure);
+    INFO(r.row.step << " [" << backend << ", " << schedule << "] " << p.describe() << "\n"
+                    << r.message << "\n"
+                    << r.row.check.first_failure);
     REQUIRE(r.exit_code == 0);
     REQUIRE(r.row.checked);
     REQUIRE(r.row.check.passed);
@@ -61,6 +63,27 @@ STEP_MATRIX_TESTS("step1_naive")
 STEP_MATRIX_TESTS("step2_tiled")
 STEP_MATRIX_TESTS("step3_fused")
 STEP_MATRIX_TESTS("step4_tensorcore")
+
+// A step with kernel variants runs the matrix for each of them, named explicitly, under every
+// schedule (a producer/consumer kernel is where the order of the warps matters most).
+#define STEP_VARIANT_MATRIX_TESTS(NAME, VARIANT)                                        \
+  TEST_CASE(NAME " " VARIANT " passes the matrix on the CPU backend, forward schedule", \
+            "[" NAME "]") {                                                             \
+    run_matrix(step_named(NAME), "cpu", "forward", VARIANT);                            \
+  }                                                                                     \
+  TEST_CASE(NAME " " VARIANT " passes the matrix on the CPU backend, reverse schedule", \
+            "[" NAME "]") {                                                             \
+    run_matrix(step_named(NAME), "cpu", "reverse", VARIANT);                            \
+  }                                                                                     \
+  TEST_CASE(NAME " " VARIANT " passes the matrix on the CPU backend, random schedule",  \
+            "[" NAME "]") {                                                             \
+    run_matrix(step_named(NAME), "cpu", "random:7", VARIANT);                           \
+  }                                                                                     \
+  TEST_CASE(NAME " " VARIANT " passes the matrix on the GPU", "[gpu][" NAME "]") {      \
+    run_matrix(step_named(NAME), "gpu", "forward", VARIANT);                            \
+  }
+
+STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm80")
 
 TEST_CASE("steps 1 and 2 keep S and P in global memory: one Sq x Sk FP32 buffer", "[steps]") {
   // The contrast step 3 draws: the unfused steps' only scratch buffer holds all of S.
@@ -157,4 +180,92 @@ TEST_CASE("a step's --backend gpu without a device exits 2 with a reason", "[ste
   const attn::RunOutcome r = attn::run_step(step_named("step1_naive"), o);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.message, Catch::Contains("--backend gpu") && Catch::Contains("no CUDA device"));
+}
+
+// ---- step5: the producer/consumer handshake, and the faults the CPU backend reports -------------
+
+namespace {
+
+constexpr const char* kStep5 = "step5_warpspecialized/attention.cu";
+
+// step5 on a problem long enough for the ring to wrap three times (10 K/V tiles, 3 slots).
+attn::RunOutcome run_step5(const std::string& schedule = "forward") {
+  attn::Options o;
+  o.problem = attn_test::make(1, 2, 1, 70, 600, 64, attn::DType::fp16, true);
+  o.iters = 1;
+  o.warmup = 0;
+  o.backend = "cpu";
+  o.schedule = schedule;
+  o.variant = "sm80";
+  return attn::run_step(step_named("step5_warpspecialized"), o);
+}
+
+// Runs step5 with `fault` injected at the first line of the kernel containing `text`.
+attn::RunOutcome run_step5_with(const std::string& text, simt::testing::Fault fault,
+                                const std::string& schedule, int& line) {
+  line = line_of(kStep5, text);
+  REQUIRE(line > 0);
+  simt::testing::fault_at(kStep5, line, fault);
+  attn::RunOutcome r = run_step5(schedule);
+  simt::testing::fault_at(nullptr, 0, fault);
+  INFO(r.message << "\n" << r.row.check.first_failure);
+  CHECK(r.exit_code == 1);
+  return r;
+}
+
+std::string at_line(int line) {
+  return "attention.cu:" + std::to_string(line);
+}
+
+}  // namespace
+
+TEST_CASE("step5 runs its variant by name, and rejects the ones it lacks",
+          "[step5_warpspecialized]") {
+  const attn::RunOutcome r = run_step5();
+  INFO(r.message << "\n" << r.row.check.first_failure);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.row.step == "step5_warpspecialized[sm80]");
+  attn::Options o;
+  o.backend = "cpu";
+  o.variant = "sm70";
+  const attn::RunOutcome bad = attn::run_step(step_named("step5_warpspecialized"), o);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.message, Catch::Contains("--variant sm70") && Catch::Contains("sm80"));
+  const attn::RunOutcome single = attn::run_step(step_named("step4_tensorcore"), o);
+  CHECK(single.exit_code == 2);
+  CHECK_THAT(single.message, Catch::Contains("single kernel"));
+}
+
+TEST_CASE("step5 faults in the ring are reported with the kernel line", "[step5_warpspecialized]") {
+  using simt::testing::Fault;
+  for (const char* schedule : {"forward", "reverse", "random:3"}) {
+    INFO(schedule);
+    int line = 0;
+    // A consumer that never releases its slot: the producer waits on "empty" forever.
+    const int wait_empty = line_of(kStep5, "mbarrier_wait_parity(&empty[s]");
+    attn::RunOutcome r =
+        run_step5_with("mbarrier_arrive(&empty[stage])", Fault::skip, schedule, line);
+    CHECK_THAT(r.message, Catch::Contains("deadlock") && Catch::Contains(at_line(wait_empty)) &&
+                              Catch::Contains("mbarrier empty"));
+    // A producer that refills a slot without waiting for "empty": the slot's "full" barrier
+    // completes a second phase while consumers still wait for the first.
+    // The report names the refill's arrival and where the consumer waits.
+    r = run_step5_with("mbarrier_wait_parity(&empty[s]", Fault::skip, schedule, line);
+    CHECK_THAT(r.message,
+               Catch::Contains("parity flipped twice") && Catch::Contains("mbarrier full") &&
+                   Catch::Contains(at_line(line_of(kStep5, "arrive_noinc(&full[s])"))) &&
+                   Catch::Contains("still waits at step5_warpspecialized/attention.cu:"));
+    // The producer waiting on the consumers' parity: its first lap blocks on a fresh barrier.
+    r = run_step5_with("mbarrier_wait_parity(&empty[s]", Fault::flip_parity, schedule, line);
+    CHECK_THAT(r.message, Catch::Contains("deadlock") && Catch::Contains(at_line(line)));
+    // A consumer waiting on the wrong parity of "full" passes its first wait at once and reads
+    // the slot before anything landed there: shared memory's poison reaches O as NaN (or the
+    // barriers catch the misstep, with the line).
+    for (const char* wait :
+         {"mbarrier_wait_parity(&full[0]", "mbarrier_wait_parity(&full[stage]"}) {
+      r = run_step5_with(wait, Fault::flip_parity, schedule, line);
+      CHECK((r.row.check.first_failure.find("nan") != std::string::npos ||
+             r.message.find(at_line(line)) != std::string::npos));
+    }
+  }
 }
