@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     const TileCopy<D, Bc> kv_copy;  // K and V tiles have the same shape: the same offsets
     for (int item = 0; item <= n_tiles; ++item) {
       const int s = item % kStages;
-      attn::mbarrier_wait_parity(&empty[s], (item / kStages % 2) ^ 1);  // the slot was read
+      attn::mbarrier_test_wait_parity(&empty[s], (item / kStages % 2) ^ 1);  // the slot was read
       T* k_slot = ring + s * 2 * Tile<D>::elements(Bc);
       T* v_slot = k_slot + Tile<D>::elements(Bc);
       const int j0 = (item - 1) * Bc;  // Only the tile at the end of K/V is zero-filled.
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     return;
   }
 
-  attn::mbarrier_wait_parity(&full[0], 0);  // Q has landed (item 0)
+  attn::mbarrier_test_wait_parity(&full[0], 0);  // Q has landed (item 0)
   const T* Qs = ring;
 
   // Q fragments: for each 16 columns, one ldmatrix.x4 of the four 8x8 quarters of the warp's 16
@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     constexpr int stage = decltype(stage_c)::value;
     constexpr bool kMasked = decltype(masked)::value;
     const int j0 = n * Bc;
-    attn::mbarrier_wait_parity(&full[stage], (n + 1) / kStages % 2);  // this tile has landed
+    attn::mbarrier_test_wait_parity(&full[stage], (n + 1) / kStages % 2);  // this tile has landed
     const T* K = ring + stage * 2 * Tile<D>::elements(Bc);
     const T* V = K + Tile<D>::elements(Bc);
 

@@ -242,7 +242,7 @@ TEST_CASE("step5 faults in the ring are reported with the kernel line", "[step5_
     INFO(schedule);
     int line = 0;
     // A consumer that never releases its slot: the producer waits on "empty" forever.
-    const int wait_empty = line_of(kStep5, "mbarrier_wait_parity(&empty[s]");
+    const int wait_empty = line_of(kStep5, "wait_parity(&empty[s]");
     attn::RunOutcome r =
         run_step5_with("mbarrier_arrive(&empty[stage])", Fault::skip, schedule, line);
     CHECK_THAT(r.message, Catch::Contains("deadlock") && Catch::Contains(at_line(wait_empty)) &&
@@ -250,19 +250,18 @@ TEST_CASE("step5 faults in the ring are reported with the kernel line", "[step5_
     // A producer that refills a slot without waiting for "empty": the slot's "full" barrier
     // completes a second phase while consumers still wait for the first.
     // The report names the refill's arrival and where the consumer waits.
-    r = run_step5_with("mbarrier_wait_parity(&empty[s]", Fault::skip, schedule, line);
+    r = run_step5_with("wait_parity(&empty[s]", Fault::skip, schedule, line);
     CHECK_THAT(r.message,
                Catch::Contains("parity flipped twice") && Catch::Contains("mbarrier full") &&
                    Catch::Contains(at_line(line_of(kStep5, "arrive_noinc(&full[s])"))) &&
                    Catch::Contains("still waits at step5_warpspecialized/attention.cu:"));
     // The producer waiting on the consumers' parity: its first lap blocks on a fresh barrier.
-    r = run_step5_with("mbarrier_wait_parity(&empty[s]", Fault::flip_parity, schedule, line);
+    r = run_step5_with("wait_parity(&empty[s]", Fault::flip_parity, schedule, line);
     CHECK_THAT(r.message, Catch::Contains("deadlock") && Catch::Contains(at_line(line)));
     // A consumer waiting on the wrong parity of "full" passes its first wait at once and reads
     // the slot before anything landed there: shared memory's poison reaches O as NaN (or the
     // barriers catch the misstep, with the line).
-    for (const char* wait :
-         {"mbarrier_wait_parity(&full[0]", "mbarrier_wait_parity(&full[stage]"}) {
+    for (const char* wait : {"wait_parity(&full[0]", "wait_parity(&full[stage]"}) {
       r = run_step5_with(wait, Fault::flip_parity, schedule, line);
       CHECK((r.row.check.first_failure.find("nan") != std::string::npos ||
              r.message.find(at_line(line)) != std::string::npos));
