@@ -65,6 +65,8 @@ class RunContext {
   bool verify = false;
   // The tile configuration the harness chose (StepInfo::configs); empty for steps without any.
   std::string config;
+  // The kernel variant to run (StepInfo::variants); empty for a step with one kernel.
+  std::string variant;
 
  private:
   void* scratch_bytes_for(const std::string& label, size_t bytes);

@@ -80,6 +80,9 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
   app.add_option("--warmup", out.warmup,
                  "untimed iterations before timing (default: 1 on a GPU, 0 on the CPU)")
       ->check(CLI::Range(0, 1000000));
+  app.add_option("--variant", out.variant,
+                 "kernel variant, for a step that has several (step5: sm80 | sm90a; default: "
+                 "what the device runs best)");
   app.add_option("--csv", out.csv, "append a result row to this CSV file");
   app.add_option("--load", out.load,
                  "read q, k, v (and seqlens_q/seqlens_k) from this .safetensors file; the shape "

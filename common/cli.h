@@ -16,6 +16,7 @@ struct Options {
   // on the CPU backend, where a run measures the emulator and can take minutes.
   int iters = -1;
   int warmup = -1;
+  std::string variant;  // kernel variant of a step that has several; empty: the step's default
   std::string csv;   // append a result row here when set
   std::string load;  // take q, k, v (and per-batch lengths) from this safetensors file
   std::string save;  // write q, k, v, o, lse to this safetensors file

@@ -240,6 +240,16 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
       out.message += (out.message.empty() ? "" : "\n") + line;
   };
 
+  const auto& variants = step.variants;
+  if (!opt.variant.empty() && variants.empty())
+    return invalid(step.name + ": --variant " + opt.variant + ": this step has a single kernel");
+  if (!opt.variant.empty() &&
+      std::find(variants.begin(), variants.end(), opt.variant) == variants.end()) {
+    std::string known;
+    for (const std::string& v : variants) known += (known.empty() ? "" : ", ") + v;
+    return invalid(step.name + ": --variant " + opt.variant + ": this step has variants " + known);
+  }
+
   // Pick the backend.
   std::unique_ptr<Backend> be;
   std::string why_not;
@@ -269,8 +279,13 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
   std::unique_ptr<Progress> progress;
   if (!on_gpu && opt.show_progress) progress = std::make_unique<Progress>(step.name);
 
+  // The variant is part of the step's name in the result line and the CSV: "step5_x[sm80]".
+  std::string variant = opt.variant;
+  if (variant.empty() && !variants.empty())
+    variant = step.default_variant ? step.default_variant(*be) : variants.front();
+
   ResultRow& row = out.row;
-  row.step = step.name;
+  row.step = step.name + (variant.empty() ? "" : "[" + variant + "]");
   row.problem = p;
   row.iters = iters;
   row.commit = build_commit();
@@ -299,6 +314,7 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     const AttentionParams& params = dev.params();
     RunContext ctx(*be);
     ctx.config = row.config;
+    ctx.variant = variant;
 
     if (opt.check && p.flops() > kLongCheckFlops)
       note("note: the FP64 reference check needs " + std::to_string(int64_t(p.flops() / 1e9)) +

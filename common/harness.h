@@ -38,6 +38,11 @@ struct StepInfo {
   };
   std::vector<Config> configs = {};
   std::string tuned_table = {};
+  // Kernel variants of the step (e.g. {"sm80", "sm90a"}), picked with --variant and passed to the
+  // run function in RunContext::variant; empty: the step has one kernel.
+  std::vector<std::string> variants = {};
+  // The variant used when --variant is not given, on the chosen backend; nullptr: the first one.
+  std::string (*default_variant)(Backend& backend) = nullptr;
 };
 
 // A problem on a backend: inputs uploaded, outputs allocated and poisoned (so that anything a step

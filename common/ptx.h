@@ -268,10 +268,37 @@ __device__ __forceinline__ void mbarrier_expect_tx(uint64_t* bar, uint32_t bytes
 #endif
 }
 
+// mbarrier.test_wait.parity.shared::cta.b64 (sm_80 and newer), looped until the phase of parity
+// `parity` completed. test_wait never suspends the thread: the loop polls. The sm_80-style kernels
+// use it on every architecture: around try_wait's loop, ptxas for sm_90a allocates up to 50 more
+// registers in step 5's sm_80 kernel (and spills at D = 128 with dropout); around this one, as
+// many as for sm_80. (On the CPU backend both are the same wait.)
+__device__ __forceinline__ void mbarrier_test_wait_parity(uint64_t* bar,
+                                                          uint32_t parity ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+#elif defined(SIMT_BACKEND)
+  while (!simt::mbarrier_try_wait_parity(bar, parity, where)) {
+  }
+#endif
+}
+
 // mbarrier.try_wait.parity.shared::cta.b64, looped until the phase of parity `parity` completed.
+// try_wait (sm_90) may suspend the thread until the phase completes or a time limit passes; before
+// sm_90 only test_wait exists, and it is used there.
 __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar,
                                                      uint32_t parity ATTN_PTX_WHERE) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  mbarrier_test_wait_parity(bar, parity);
+#elif defined(__CUDA_ARCH__)
   uint32_t done;
   do {
     asm volatile(

@@ -201,7 +201,8 @@ def plot(rows, out, spec_name):
         rax.plot([ai], [bound], markers[step], color=color[step], markerfacecolor="none",
                  markersize=9, markeredgewidth=1.6,
                  label=f"{step}: {ai:.0f} FLOP/B, <= {bound:.0f} TFLOPS"
-                 + ("" if step in steps or step in baselines else " (not in this CSV)"))
+                 + ("" if step in [s.split("[")[0] for s in steps] or step in baselines
+                    else " (not in this CSV)"))  # "step5_x[sm80]": a variant of step5_x
     rax.set_xscale("log")
     rax.set_yscale("log")
     rax.set_xlabel("arithmetic intensity (FLOP per modelled HBM byte)")

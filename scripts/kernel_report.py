@@ -7,6 +7,7 @@ contains, in PTX and in SASS.
     scripts/kernel_report.py [--build build] [--out docs/kernel_report.md]
                              [--no-spills STEP ...] [--require-tensor-core STEP ...]
                              [--budget STEP:D:INSTR_PER_MMA:REGS ...]
+                             [--compare STEP:BASE:RATIO ...]
                              [--save-mainloop FILE] [--baseline FILE --chapter README.md]
 
 Sources, all from the normal build (nothing is compiled again):
@@ -30,6 +31,14 @@ configuration CONFIG when given) that does not
 instantiate dropout (no `true` template argument) issues at most X instructions per tensor
 instruction in that hot path, with no inner loop, no spills and at most R registers, on sm_80
 and on sm_90a (those of the two that the build contains; at least one must be there).
+--require-ptx STEP:REGEX fails unless every kernel of STEP has REGEX in its PTX on every
+architecture.
+An mbarrier wait inside the main loop (a one-block loop that polls the barrier) is reported
+apart and is not an inner loop for --budget.
+--compare STEP:BASE:RATIO fails (exit 1) unless every kernel of STEP without dropout, on each
+architecture, issues at most RATIO times the instructions per tensor instruction of BASE's kernel
+of the same dtype and head dim on that architecture (BASE's counts are per mma.sync, one
+m16n8k16 = 4096 FLOPs per warp; a STEP that issues wgmma is counted per 4096 FLOPs too).
 --save-mainloop writes the main-loop counts as JSON; --baseline reads such a file (an earlier
 build) and --chapter rewrites the before/after table between the markers
 <!-- mainloop:begin --> and <!-- mainloop:end --> of that Markdown file.
@@ -204,9 +213,10 @@ def mainloop_table(loops):
     for r in loops:
         c = r["loop"]
         second = f"{c['second_per_tensor']:.2f}" if "second_per_tensor" in c else "-"
+        waits = f" (+{c['wait_loops']} mbarrier waits)" if c.get("wait_loops") else ""
         lines.append(f"| {r['step']} | `{r['kernel']}` | {r['arch']} | {r['regs']} | " +
                      " | ".join(str(c[k]) for k in LOOP_COLS) +
-                     f" | {c['per_tensor']:.2f} | {c['inner_loops']} | {second} |")
+                     f" | {c['per_tensor']:.2f} | {c['inner_loops']}{waits} | {second} |")
     return "\n".join(lines)
 
 
@@ -242,6 +252,59 @@ def rewrite_chapter(chapter, baseline, loops):
     with open(chapter, "w") as f:
         f.write(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
     return 0
+
+
+def per_4096_flops(r):
+    """Main-loop instructions per 4096 FLOPs of tensor work (one mma.sync m16n8k16 per warp)."""
+    c = r["loop"]
+    flops = c.get("tensor_flops") or 4096 * c["tensor"]
+    return c["total"] / (flops / 4096)
+
+
+def check_compare(compares, rows):
+    status = 0
+    for spec in compares:
+        try:
+            step, base, ratio = spec.split(":")
+            ratio = float(ratio)
+        except ValueError:
+            print(f"kernel_report: --compare {spec}: expected STEP:BASE:RATIO", file=sys.stderr)
+            return 2
+        # A base step with tile configurations is compared in its default one, by the kernel's
+        # name without the configuration argument.
+        default = default_config(base)
+
+        def key(r):
+            name = r["kernel"]
+            if config_of(name):
+                name = re.sub(r",\s*" + re.escape(config_of(name)), "", name)
+            return name, r["arch"]
+
+        ref = {key(r): r for r in rows if r["step"] == base and r.get("loop")
+               and config_of(r["kernel"]) in (None, default)}
+        checked = [r for r in rows if r["step"] == step and r.get("loop")
+                   and "true" not in r["kernel"]]
+        if not checked:
+            print(f"kernel_report: --compare {spec}: no main loop of {step} in the build",
+                  file=sys.stderr)
+            status = 1
+        for r in checked:
+            b = ref.get(key(r))
+            where = f"{step} {r['kernel']} on {r['arch']}"
+            if b is None:
+                print(f"kernel_report: {where}: {base} has no such kernel to compare with",
+                      file=sys.stderr)
+                status = 1
+            elif per_4096_flops(r) > ratio * per_4096_flops(b) + 1e-9:
+                print(f"kernel_report: {where}: {per_4096_flops(r):.2f} main-loop instructions "
+                      f"per 4096 tensor FLOPs, more than {ratio} x {base}'s "
+                      f"{per_4096_flops(b):.2f}", file=sys.stderr)
+                status = 1
+            else:
+                print(f"kernel_report: {where}: {per_4096_flops(r):.2f} vs {base} "
+                      f"{per_4096_flops(b):.2f} instructions per 4096 tensor FLOPs (at most "
+                      f"{ratio} x)")
+    return status
 
 
 def check_budgets(budgets, rows):
@@ -294,11 +357,20 @@ def main():
     ap.add_argument("--no-spills", nargs="*", default=[], metavar="STEP")
     ap.add_argument("--require-tensor-core", nargs="*", default=[], metavar="STEP")
     ap.add_argument("--budget", action="append", default=[], metavar="STEP:D:X:R[:CONFIG]")
+    ap.add_argument("--compare", action="append", default=[], metavar="STEP:BASE:RATIO")
+    ap.add_argument("--require-ptx", action="append", default=[], metavar="STEP:REGEX")
     ap.add_argument("--save-mainloop", metavar="FILE")
     ap.add_argument("--baseline", metavar="FILE")
     ap.add_argument("--chapter", metavar="README")
     args = ap.parse_args()
 
+    required_ptx = []
+    for spec in args.require_ptx:
+        step, _, rx = spec.partition(":")
+        if not rx:
+            print(f"kernel_report: --require-ptx {spec}: expected STEP:REGEX", file=sys.stderr)
+            return 2
+        required_ptx.append((step, rx))
     rows = ptxas_rows(args.build)
     if not rows:
         print(f"kernel_report: no ptxas reports under {args.build}/; build first "
@@ -330,6 +402,8 @@ def main():
             ptx, sass = dumps[key]
             r["ptx"] = {op: len(re.findall(rx, ptx.get(r["mangled"], "")))
                         for op, rx in PTX_OPS.items()}
+            r["ptx_required"] = {rx: len(re.findall(rx, ptx.get(r["mangled"], "")))
+                                 for s, rx in required_ptx if s == r["step"]}
             if have_sass:
                 text = sass.get(r["mangled"], "")
                 r["sass"] = {op: len(re.findall(rx, text)) for op, rx in SASS_OPS.items()}
@@ -420,7 +494,19 @@ def main():
                 print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']} lacks "
                       f"{', '.join(missing)}", file=sys.stderr)
                 status = 1
+    for r in rows:
+        for rx, n in r.get("ptx_required", {}).items():
+            if n == 0:
+                print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']}: no /{rx}/ in "
+                      "its PTX", file=sys.stderr)
+                status = 1
+    for step, rx in required_ptx:
+        if not any(r["step"] == step and r.get("ptx_required") for r in rows):
+            print(f"kernel_report: --require-ptx {step}: no PTX of {step} (cuobjdump missing?)",
+                  file=sys.stderr)
+            status = 1
     status = max(status, check_budgets(args.budget, rows))
+    status = max(status, check_compare(args.compare, rows))
     for s in set(args.no_spills) | set(args.require_tensor_core):
         if not any(r["step"] == s for r in rows):
             print(f"kernel_report: no kernels found for {s}", file=sys.stderr)

@@ -20,6 +20,10 @@ How the loop is found, from the SASS that cuobjdump prints (addresses and branch
      then the fewest instructions in all (branches around optional work, such as a run-time
      dropout test that is false, are not taken). Each instruction on it is counted once, as one
      iteration issues it; an inner loop, if any, is counted once too and reported.
+  5. an inner loop of one block that only polls shared memory or a barrier (LDS or SYNCS, with
+     LOP3/ISETP/YIELD/NOP/BRA) is a wait on an mbarrier (test_wait on sm_80 reads the barrier
+     word with LDS; try_wait on sm_90 is SYNCS.PHASECHK): it is reported as a wait loop, apart
+     from the other inner loops, and its one pass is counted (a slot that is ready at once).
 
 Categories (by SASS opcode): tensor (HMMA, HGMMA), LDSM, copy (LDGSTS, UTMALDG), MUFU, fp32
 (F* arithmetic and compares: FADD, FMUL, FFMA, FMNMX, FSEL, FSETP, F2FP, ...), int (integer and
@@ -174,6 +178,18 @@ def hot_path(blocks, succ, header, body, latches):
     return max(ends, key=lambda e: key(e[0])) if ends else (counts_of([]), [])
 
 
+WAIT_POLL = {"LDS", "SYNCS"}
+WAIT_REST = {"LOP3", "ISETP", "YIELD", "NOP", "BRA", "PLOP3"}
+
+
+def is_wait_loop(blocks, body):
+    """One block that polls shared memory or a barrier and does nothing else (see 5. above)."""
+    if len(body) != 1:
+        return False
+    ops = {op.split(".")[0] for _, _, op, _ in blocks[next(iter(body))]}
+    return bool(ops & WAIT_POLL) and ops <= WAIT_POLL | WAIT_REST
+
+
 def main_loop(sass):
     """Counts of one hot-path iteration of the main loop of one function's SASS, or None."""
     instrs = parse(sass)
@@ -186,13 +202,14 @@ def main_loop(sass):
         if tensor == 0:
             continue
         counts, path = hot_path(blocks, succ, header, body, latches)
-        inner = sum(1 for h2, b2, _ in loops_of(blocks, succ) if h2 != header and b2 < body)
+        inner = [b2 for h2, b2, _ in loops_of(blocks, succ) if h2 != header and b2 < body]
+        waits = sum(1 for b2 in inner if is_wait_loop(blocks, b2))
         candidates.append(((counts["tensor"], tensor, -counts["total"]), counts, header, path,
-                           inner))
+                           len(inner) - waits, waits))
     if not candidates:
         return None
     candidates.sort(key=lambda c: c[0], reverse=True)
-    _, counts, header, path, inner = candidates[0]
+    _, counts, header, path, inner, waits = candidates[0]
     counts = dict(counts)
     # The next loop with tensor instructions, if any: in a kernel that peels its masked tiles,
     # the masked loop (the tiles of a causal diagonal and the last, partial tile).
@@ -202,6 +219,7 @@ def main_loop(sass):
     counts["per_tensor"] = counts["total"] / counts["tensor"] if counts["tensor"] else float("inf")
     counts["header"] = header
     counts["inner_loops"] = inner
+    counts["wait_loops"] = waits
     counts["tensor_loops"] = len(candidates)
     counts["opcodes"] = {}
     for b in path:
@@ -235,7 +253,8 @@ def main():
             print(f"{name}: no loop with tensor instructions")
             continue
         print(f"{name}: " + " ".join(f"{k} {c[k]}" for k in CATEGORIES + ["total"]) +
-              f" per_tensor {c['per_tensor']:.2f} inner_loops {c['inner_loops']}")
+              f" per_tensor {c['per_tensor']:.2f} inner_loops {c['inner_loops']}"
+              f" wait_loops {c['wait_loops']}")
         if args.opcodes:
             print("  " + ", ".join(f"{op} {n}" for op, n in sorted(c["opcodes"].items(),
                                                                    key=lambda x: -x[1])))

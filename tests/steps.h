@@ -18,9 +18,12 @@ attn::StepInfo info();
 namespace step4 {
 attn::StepInfo info();
 }
+namespace step5 {
+attn::StepInfo info();
+}
 
 namespace attn_test {
 inline std::vector<attn::StepInfo> kernel_steps() {
-  return {step1::info(), step2::info(), step3::info(), step4::info()};
+  return {step1::info(), step2::info(), step3::info(), step4::info(), step5::info()};
 }
 }  // namespace attn_test

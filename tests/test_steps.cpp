@@ -9,14 +9,16 @@
 #include "common/simt/launch.h"
 #include "common/simt/memory.h"
 #include "common/simt/ptx.h"
+#include "common/simt/sm90.h"
 #include "tests/matrix.h"
 #include "tests/steps.h"
 
 namespace {
 
-// config: a tile configuration to force (--config), whose head dims then limit the matrix.
+// variant: a kernel variant to force (--variant); config: a tile configuration to force
+// (--config), whose head dims then limit the matrix.
 void run_matrix(const attn::StepInfo& step, const std::string& backend, const std::string& schedule,
-                const std::string& config = "") {
+                const std::string& variant = "", const std::string& config = "") {
   std::vector<int> dims = step.head_dims;
   for (const auto& c : step.configs)
     if (c.name == config) dims = c.head_dims;
@@ -29,10 +31,11 @@ void run_matrix(const attn::StepInfo& step, const std::string& backend, const st
     o.warmup = 0;
     o.backend = backend;
     o.schedule = schedule;
+    o.variant = variant;
     const attn::RunOutcome r = attn::run_step(step, o);
-    INFO(step.name << " [" << backend << ", " << schedule << "] " << p.describe() << "\n"
-                   << r.message << "\n"
-                   << r.row.check.first_failure);
+    INFO(r.row.step << " [" << backend << ", " << schedule << "] " << p.describe() << "\n"
+                    << r.message << "\n"
+                    << r.row.check.first_failure);
     REQUIRE(r.exit_code == 0);
     REQUIRE(r.row.checked);
     REQUIRE(r.row.check.passed);
@@ -69,6 +72,31 @@ STEP_MATRIX_TESTS("step1_naive")
 STEP_MATRIX_TESTS("step2_tiled")
 STEP_MATRIX_TESTS("step3_fused")
 STEP_MATRIX_TESTS("step4_tensorcore")
+
+// A step with kernel variants runs the matrix for each of them, named explicitly, under every
+// schedule (a producer/consumer kernel is where the order of the warps matters most).
+#define STEP_VARIANT_MATRIX_TESTS(NAME, VARIANT)                                        \
+  TEST_CASE(NAME " " VARIANT " passes the matrix on the CPU backend, forward schedule", \
+            "[" NAME "]") {                                                             \
+    run_matrix(step_named(NAME), "cpu", "forward", VARIANT);                            \
+  }                                                                                     \
+  TEST_CASE(NAME " " VARIANT " passes the matrix on the CPU backend, reverse schedule", \
+            "[" NAME "]") {                                                             \
+    run_matrix(step_named(NAME), "cpu", "reverse", VARIANT);                            \
+  }                                                                                     \
+  TEST_CASE(NAME " " VARIANT " passes the matrix on the CPU backend, random schedule",  \
+            "[" NAME "]") {                                                             \
+    run_matrix(step_named(NAME), "cpu", "random:7", VARIANT);                           \
+  }                                                                                     \
+  TEST_CASE(NAME " " VARIANT " passes the matrix on the CPU backend, greedy schedule",  \
+            "[" NAME "]") {                                                             \
+    run_matrix(step_named(NAME), "cpu", "greedy", VARIANT);                             \
+  }                                                                                     \
+  TEST_CASE(NAME " " VARIANT " passes the matrix on the GPU", "[gpu][" NAME "]") {      \
+    run_matrix(step_named(NAME), "gpu", "forward", VARIANT);                            \
+  }
+
+STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm80")
 
 TEST_CASE("steps 1 and 2 keep S and P in global memory: one Sq x Sk FP32 buffer", "[steps]") {
   // The contrast step 3 draws: the unfused steps' only scratch buffer holds all of S.
@@ -194,7 +222,7 @@ TEST_CASE("step4 passes the matrix in every tile configuration", "[step4_tensorc
   for (size_t i = 1; i < step.configs.size(); ++i)
     for (const char* schedule : {"forward", "random:11", "reverse", "greedy"}) {
       DYNAMIC_SECTION(step.configs[i].name << " " << schedule) {
-        run_matrix(step, "cpu", schedule, step.configs[i].name);
+        run_matrix(step, "cpu", schedule, "", step.configs[i].name);
       }
     }
 }
@@ -202,7 +230,7 @@ TEST_CASE("step4 passes the matrix in every tile configuration", "[step4_tensorc
 TEST_CASE("step4 passes the matrix in every tile configuration on the GPU",
           "[gpu][step4_tensorcore]") {
   const attn::StepInfo& step = step_named("step4_tensorcore");
-  for (const auto& c : step.configs) run_matrix(step, "gpu", "forward", c.name);
+  for (const auto& c : step.configs) run_matrix(step, "gpu", "forward", "", c.name);
 }
 
 namespace {
@@ -335,5 +363,92 @@ TEST_CASE("steps 3 and 4 skip the work of padding query tiles (--seqlens-q)", "[
     for (int64_t x = 0; x < int64_t(2) * 70 * 64; ++x) bad += o[x] != 0;
     for (int64_t x = 0; x < int64_t(2) * 70; ++x) bad += lse[x] != -INFINITY;
     CHECK(bad == 0);
+  }
+}
+
+// ---- step5: the producer/consumer handshake, and the faults the CPU backend reports -------------
+
+namespace {
+
+constexpr const char* kStep5 = "step5_warpspecialized/attention.cu";
+
+// step5 on a problem long enough for the ring to wrap three times (10 K/V tiles, 3 slots).
+attn::RunOutcome run_step5(const std::string& schedule = "forward") {
+  attn::Options o;
+  o.problem = attn_test::make(1, 2, 1, 70, 600, 64, attn::DType::fp16, true);
+  o.iters = 1;
+  o.warmup = 0;
+  o.backend = "cpu";
+  o.schedule = schedule;
+  o.variant = "sm80";
+  return attn::run_step(step_named("step5_warpspecialized"), o);
+}
+
+// Runs step5 with `fault` injected at the first line of the kernel containing `text`.
+attn::RunOutcome run_step5_with(const std::string& text, simt::testing::Fault fault,
+                                const std::string& schedule, int& line) {
+  line = line_of(kStep5, text);
+  REQUIRE(line > 0);
+  simt::testing::fault_at(kStep5, line, fault);
+  attn::RunOutcome r = run_step5(schedule);
+  simt::testing::fault_at(nullptr, 0, fault);
+  INFO(r.message << "\n" << r.row.check.first_failure);
+  CHECK(r.exit_code == 1);
+  return r;
+}
+
+std::string at_line(int line) {
+  return "attention.cu:" + std::to_string(line);
+}
+
+}  // namespace
+
+TEST_CASE("step5 runs its variant by name, and rejects the ones it lacks",
+          "[step5_warpspecialized]") {
+  const attn::RunOutcome r = run_step5();
+  INFO(r.message << "\n" << r.row.check.first_failure);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.row.step == "step5_warpspecialized[sm80]");
+  attn::Options o;
+  o.backend = "cpu";
+  o.variant = "sm70";
+  const attn::RunOutcome bad = attn::run_step(step_named("step5_warpspecialized"), o);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.message, Catch::Contains("--variant sm70") && Catch::Contains("sm80"));
+  const attn::RunOutcome single = attn::run_step(step_named("step4_tensorcore"), o);
+  CHECK(single.exit_code == 2);
+  CHECK_THAT(single.message, Catch::Contains("single kernel"));
+}
+
+TEST_CASE("step5 faults in the ring are reported with the kernel line", "[step5_warpspecialized]") {
+  using simt::testing::Fault;
+  for (const char* schedule : {"forward", "reverse", "random:3"}) {
+    INFO(schedule);
+    int line = 0;
+    // A consumer that never releases its slot: the producer waits on "empty" forever.
+    const int wait_empty = line_of(kStep5, "wait_parity(&empty[s]");
+    attn::RunOutcome r =
+        run_step5_with("mbarrier_arrive(&empty[stage])", Fault::skip, schedule, line);
+    CHECK_THAT(r.message, Catch::Contains("deadlock") && Catch::Contains(at_line(wait_empty)) &&
+                              Catch::Contains("mbarrier empty"));
+    // A producer that refills a slot without waiting for "empty": the slot's "full" barrier
+    // completes a second phase while consumers still wait for the first.
+    // The report names the refill's arrival and where the consumer waits.
+    r = run_step5_with("wait_parity(&empty[s]", Fault::skip, schedule, line);
+    CHECK_THAT(r.message,
+               Catch::Contains("parity flipped twice") && Catch::Contains("mbarrier full") &&
+                   Catch::Contains(at_line(line_of(kStep5, "arrive_noinc(&full[s])"))) &&
+                   Catch::Contains("still waits at step5_warpspecialized/attention.cu:"));
+    // The producer waiting on the consumers' parity: its first lap blocks on a fresh barrier.
+    r = run_step5_with("wait_parity(&empty[s]", Fault::flip_parity, schedule, line);
+    CHECK_THAT(r.message, Catch::Contains("deadlock") && Catch::Contains(at_line(line)));
+    // A consumer waiting on the wrong parity of "full" passes its first wait at once and reads
+    // the slot before anything landed there: shared memory's poison reaches O as NaN (or the
+    // barriers catch the misstep, with the line).
+    for (const char* wait : {"wait_parity(&full[0]", "wait_parity(&full[stage]"}) {
+      r = run_step5_with(wait, Fault::flip_parity, schedule, line);
+      CHECK((r.row.check.first_failure.find("nan") != std::string::npos ||
+             r.message.find(at_line(line)) != std::string::npos));
+    }
   }
 }

@@ -15,6 +15,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -30,6 +31,21 @@ inline constexpr char kWgmma[] = "wgmma.mma_async";
 inline constexpr char kSetmaxnreg[] = "setmaxnreg";
 
 std::atomic<int> g_entry_registers{0};
+
+// The injected fault (testing::fault_at): a line, a file suffix, what to do.
+std::atomic<int> g_fault_line{0};  // 0: none (checked without the lock)
+std::mutex g_fault_mutex;
+std::string g_fault_file;
+testing::Fault g_fault = testing::Fault::skip;
+
+bool faulted(const where_t& where, testing::Fault fault) {
+  const int line = g_fault_line.load(std::memory_order_relaxed);
+  if (line == 0 || static_cast<int>(where.line()) != line) return false;
+  std::lock_guard lock(g_fault_mutex);
+  const std::string f = where.file_name();
+  return g_fault == fault && f.size() >= g_fault_file.size() &&
+         f.compare(f.size() - g_fault_file.size(), g_fault_file.size(), g_fault_file) == 0;
+}
 
 std::string loc(const where_t& w) {
   std::string file = w.file_name();
@@ -67,6 +83,14 @@ struct MBarrier {
   where_t init_at;
   std::vector<Landing> inflight;
   int64_t inflight_bytes = 0;  // transaction bytes the in-flight TMA copies will complete
+  uint32_t addr = 0;           // shared address, for reports
+  where_t last_arrival;        // the latest arrival's source line, for reports
+  // Threads suspended in a parity wait: the phase each waits for, and where it waits.
+  struct Waiter {
+    uint64_t phase;
+    where_t at;
+  };
+  std::map<int, Waiter> waiters;
 };
 
 // The shared-memory bytes a wgmma read at issue. On hardware it may read them any time until the
@@ -196,6 +220,11 @@ bool phase_ready(const MBarrier& b) {
 
 // Completes the phase: the in-flight copies land, the phase advances (flipping the parity) and the
 // pending count reloads.
+//
+// A phase that completes while some thread still waits for the phase before it is reported: the
+// parity flipped twice under that thread, so its wait cannot tell the phase it wanted from the
+// one after (on the GPU it may hang, or pass a lap late). In a ring this is a producer that
+// refilled a slot without waiting for the consumers to release it.
 void complete_phase(MBarrier& b) {
   for (const Landing& l : b.inflight) land(l);
   b.inflight.clear();
@@ -203,6 +232,13 @@ void complete_phase(MBarrier& b) {
   b.tx = 0;
   ++b.phase;
   b.pending = b.count;
+  for (const auto& [tid, w] : b.waiters)
+    if (b.phase >= w.phase + 2)
+      fail("mbarrier " + (b.label.empty() ? std::string() : b.label + " ") + "at shared " +
+           hex(b.addr) + ": phase " + std::to_string(b.phase - 1) + " completed (last arrival at " +
+           loc(b.last_arrival) + ") while thread " + std::to_string(tid) + " still waits at " +
+           loc(w.at) + " for phase " + std::to_string(w.phase) +
+           ": the parity flipped twice under it (a slot refilled before it was released?)");
 }
 
 // Called after every change to a phase's counts. A phase whose arrivals and transaction bytes are
@@ -238,6 +274,7 @@ uint64_t arrive(uint64_t* bar, uint32_t tx, const char* what, const where_t& whe
   if (b.tx > kTxLimit)
     fail_at(what, where,
             name_of(b, bar) + ": tx-count " + std::to_string(b.tx) + " exceeds 2^20-1");
+  b.last_arrival = where;
   const uint64_t state = b.phase;
   --b.pending;
   advance(b, bar, what, where);
@@ -268,6 +305,7 @@ void mbarrier_init(uint64_t* bar, uint32_t count, const where_t& where) {
   b.label = std::move(label);
   b.count = b.pending = count;
   b.init_at = where;
+  b.addr = shared_address(bar, where);
 }
 
 void mbarrier_label(uint64_t* bar, const char* label) {
@@ -275,6 +313,7 @@ void mbarrier_label(uint64_t* bar, const char* label) {
 }
 
 uint64_t mbarrier_arrive(uint64_t* bar, const where_t& where) {
+  if (faulted(where, testing::Fault::skip)) return 0;
   return arrive(bar, 0, "mbarrier.arrive", where);
 }
 
@@ -307,14 +346,20 @@ bool parity_done(void* p) {
 bool mbarrier_try_wait_parity(uint64_t* bar, uint32_t parity, const where_t& where) {
   MBarrier& b = barrier_at(bar, "mbarrier.try_wait.parity", where);
   if (parity > 1) fail_at("mbarrier.try_wait.parity", where, "parity must be 0 or 1");
+  if (faulted(where, testing::Fault::skip)) return true;
+  if (faulted(where, testing::Fault::flip_parity)) parity ^= 1;
   ParityWait w{&b, parity};
   ThreadState& t = ext().threads[detail::current().tid];
   t.wait_text = "mbarrier.try_wait.parity " + std::to_string(parity) + " on " + name_of(b, bar);
+  const int tid = detail::current().tid;
+  if ((b.phase & 1) == parity) b.waiters[tid] = {b.phase, where};
   detail::wait_until(parity_done, &w, t.wait_text.c_str(), where);
+  b.waiters.erase(tid);
   return true;
 }
 
 void cp_async_mbarrier_arrive_noinc(uint64_t* bar, const where_t& where) {
+  if (faulted(where, testing::Fault::skip)) return;
   const char* what = "cp.async.mbarrier.arrive.noinc";
   MBarrier& b = settled(barrier_at(bar, what, where));
   auto& async = detail::current().async;
@@ -335,6 +380,7 @@ void cp_async_mbarrier_arrive_noinc(uint64_t* bar, const where_t& where) {
     fail_at(what, where,
             name_of(b, bar) + ": more arrivals than expected in phase " + std::to_string(b.phase));
   b.inflight.push_back(std::move(l));
+  b.last_arrival = where;
   --b.pending;
   advance(b, bar, what, where);
 }
@@ -400,7 +446,8 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
 
 // ---- Proxy fence --------------------------------------------------------------------------------
 
-void fence_proxy_async_shared(const where_t&) {
+void fence_proxy_async_shared(const where_t& where) {
+  if (faulted(where, testing::Fault::skip)) return;
   // All generic writes so far become visible to the async proxy. (On hardware the fence orders the
   // executing thread's writes; a barrier then orders the other threads' fences before the read.)
   Sm90Block& e = ext();
@@ -623,6 +670,7 @@ bool third_look(void* p) {
 
 void wgmma_wait_group(int n, const where_t& where) {
   if (n < 0 || n > 7) fail_at("wgmma.wait_group", where, "N must be in 0..7");
+  if (faulted(where, testing::Fault::skip)) return;
   ThreadState& ts = ext().threads[detail::current().tid];
   if (static_cast<int>(ts.groups.size()) > n) {
     // The wait takes time: the other threads run first, as they could on the GPU while the wgmma
@@ -752,5 +800,14 @@ void setmaxnreg(bool inc, int regs, const where_t& where) {
 void set_entry_registers(int regs) {
   g_entry_registers = regs;
 }
+
+namespace testing {
+void fault_at(const char* file_suffix, int line, Fault fault) {
+  std::lock_guard lock(g_fault_mutex);
+  g_fault_file = file_suffix ? file_suffix : "";
+  g_fault = fault;
+  g_fault_line = line;
+}
+}  // namespace testing
 
 }  // namespace simt

@@ -101,4 +101,13 @@ void setmaxnreg(bool inc, int regs, const where_t& where);
 // min(255, 65536 / threads rounded down to a multiple of 8).
 void set_entry_registers(int regs);
 
+// Fault injection for tests, the kernel source untouched: the instruction at one source line
+// behaves as if it had been written wrong. skip: an mbarrier arrive that never arrives, a parity
+// wait that returns at once, a wgmma.wait_group or fence.proxy.async that does nothing;
+// flip_parity: a parity wait on the other parity. Line 0 removes the fault.
+namespace testing {
+enum class Fault { skip, flip_parity };
+void fault_at(const char* file_suffix, int line, Fault fault);
+}  // namespace testing
+
 }  // namespace simt
