@@ -124,18 +124,15 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       static_cast<const T*>(p.v) + (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k * D;
 
   // Keys each of this lane's two rows sees, and keys any row of the block sees (see step 3).
-  const int len_k = attn::key_length(p, b);
   int end[2];
-  for (int half = 0; half < 2; ++half) {
-    const int i = i0 + warp * 16 + g + 8 * half;
-    end[half] = i < p.seqlen_q ? attn::visible_keys_end(i, p.seqlen_q, len_k, p.causal) : 0;
-  }
-  const int last_row = min(i0 + Br, p.seqlen_q) - 1;
-  const int block_end = attn::visible_keys_end(last_row, p.seqlen_q, len_k, p.causal);
+  for (int half = 0; half < 2; ++half)
+    end[half] = attn::row_keys_end(p, b, i0 + warp * 16 + g + 8 * half);
+  const int block_end = attn::tile_keys_end(p, b, i0, Br);
   const int n_tiles = (block_end + Bc - 1) / Bc;
   // Tiles every row of the block sees in full need no mask: the block's first row sees the
-  // fewest keys (rows past seqlen_q see more, but nothing of theirs is written).
-  const int n_unmasked = attn::visible_keys_end(i0, p.seqlen_q, len_k, p.causal) / Bc;
+  // fewest keys (padding rows past the batch's query length see none, but they also skip the
+  // unmasked tiles' result: see the epilogue).
+  const int n_unmasked = attn::row_keys_end(p, b, i0) / Bc;
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
   if (threadIdx.x == 0)
@@ -318,6 +315,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     state[half].l = attn::row_sum<4>(state[half].l);
+    // A row that sees no key (above a causal diagonal, or padding past its batch's query length)
+    // may still have run through unmasked tiles: it writes O = 0 and LSE = -inf.
+    if (end[half] == 0) state[half] = online_softmax::init<float>();
     const int r = warp * 16 + g + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
     const float inv_l = online_softmax::inv_sum(state[half]) * (kDropout ? drop.scale : 1.0f);
