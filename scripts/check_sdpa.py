@@ -25,7 +25,8 @@ import tempfile
 
 SKIP = 77
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STEPS = ["step0_reference", "step1_naive", "step2_tiled", "step3_fused", "step4_tensorcore"]
+STEPS = ["step0_reference", "step1_naive", "step2_tiled", "step3_fused", "step4_tensorcore",
+         "step5_warpspecialized"]
 GATE = {"fp16": (1e-3, 1e-3), "bf16": (8e-3, 8e-3)}  # (rtol, atol)
 
 # (dtype, batch, heads, heads_kv, seqlen_q, seqlen_k, dim, causal, seqlens_q, seqlens_k)

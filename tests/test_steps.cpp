@@ -61,6 +61,9 @@ const attn::StepInfo& step_named(const std::string& name) {
   TEST_CASE(NAME " passes the matrix on the CPU backend, random schedule", "[" NAME "]") {  \
     run_matrix(step_named(NAME), "cpu", "random:7");                                        \
   }                                                                                         \
+  TEST_CASE(NAME " passes the matrix on the CPU backend, reverse schedule", "[" NAME "]") { \
+    run_matrix(step_named(NAME), "cpu", "reverse");                                         \
+  }                                                                                         \
   TEST_CASE(NAME " passes the matrix on the CPU backend, greedy schedule", "[" NAME "]") {  \
     run_matrix(step_named(NAME), "cpu", "greedy");                                          \
   }                                                                                         \

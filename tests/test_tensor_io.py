@@ -101,6 +101,9 @@ class NumpyReference(unittest.TestCase):
     def test_step4_tensorcore(self):
         self.run_step("step4_tensorcore")
 
+    def test_step5_warpspecialized(self):
+        self.run_step("step5_warpspecialized")
+
 
 if __name__ == "__main__":
     unittest.main()
