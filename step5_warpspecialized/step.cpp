@@ -14,7 +14,7 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 attn::StepInfo info() {
   return {.name = "step5_warpspecialized",
           .cpu = &cpu::run,
-          .gpu = &gpu::run,
+          .gpu = ATTN_GPU_RUN(gpu::run),
           .head_dims = {64, 80, 96, 128},
           .variants = {"sm80"}};
 }
