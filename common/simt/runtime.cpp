@@ -519,9 +519,9 @@ void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_
   if (out_bytes != 0) std::memcpy(out, slot.out, out_bytes);
 }
 
-void barrier_sync(int id, int count, const char* what, const simt::where_t& where) {
-  Thread& t = current_thread();
-  Block& blk = *t_block;
+// The barrier `id` that a bar.sync or bar.arrive of `count` threads joins: the id and count
+// checked, and the count it expects fixed by its first arrival.
+Barrier& join_barrier(Block& blk, int id, int count, const char* what, const simt::where_t& where) {
   if (id < 0 || id > 15)
     fail(std::string(what) + ": barrier id " + std::to_string(id) + " not in 0..15");
   if (count < 1 || count > blk.nthreads)
@@ -536,12 +536,33 @@ void barrier_sync(int id, int count, const char* what, const simt::where_t& wher
     fail(std::string(what) + " at " + loc(where) + ": barrier " + std::to_string(id) + " expects " +
          std::to_string(count) + " threads here but " + std::to_string(b.count) + " at " +
          loc(b.where));
-  } else if (std::strcmp(what, "__syncthreads()") == 0 &&
-             (b.where.line() != where.line() ||
-              std::strcmp(b.where.file_name(), where.file_name()) != 0)) {
+  }
+  return b;
+}
+
+// Completes barrier `id`: every thread waiting at it runs again, with the stores made before the
+// barrier visible to it.
+void release_barrier(Block& blk, int id) {
+  for (int tid = 0; tid < blk.nthreads; ++tid) {
+    Thread& x = blk.threads[tid];
+    if (!x.done && x.wait == Wait::barrier && x.barrier_id == id) {
+      x.wait = Wait::none;
+      x.ready = true;
+      ++x.ids.visible_epoch;  // a barrier makes earlier shared-memory stores visible
+      woke(blk, tid);
+    }
+  }
+  blk.barriers[id].arrived = 0;
+}
+
+void barrier_sync(int id, int count, const char* what, const simt::where_t& where) {
+  Thread& t = current_thread();
+  Block& blk = *t_block;
+  Barrier& b = join_barrier(blk, id, count, what, where);
+  if (std::strcmp(what, "__syncthreads()") == 0 &&
+      (b.where.line() != where.line() || std::strcmp(b.where.file_name(), where.file_name()) != 0))
     fail("__syncthreads() in divergent code: this thread arrived at " + loc(where) +
          " while others wait at " + loc(b.where) + "\n" + deadlock_report(blk));
-  }
   if (blk.exited > 0) {
     int could_arrive = 0;
     for (int tid = 0; tid < blk.nthreads; ++tid) {
@@ -559,16 +580,7 @@ void barrier_sync(int id, int count, const char* what, const simt::where_t& wher
   t.what = what;
   t.where = where;
   if (b.arrived == b.count) {
-    for (int tid = 0; tid < blk.nthreads; ++tid) {
-      Thread& x = blk.threads[tid];
-      if (!x.done && x.wait == Wait::barrier && x.barrier_id == id) {
-        x.wait = Wait::none;
-        x.ready = true;
-        ++x.ids.visible_epoch;  // a barrier makes earlier shared-memory stores visible
-        woke(blk, tid);
-      }
-    }
-    b.arrived = 0;
+    release_barrier(blk, id);
     return;
   }
   suspend(t);
@@ -587,31 +599,9 @@ void wait_until(bool (*ready)(void*), void* arg, const char* what, const simt::w
 
 void barrier_arrive(int id, int count, const char* what, const simt::where_t& where) {
   Block& blk = *t_block;
-  if (id < 0 || id > 15)
-    fail(std::string(what) + ": barrier id " + std::to_string(id) + " not in 0..15");
-  if (count < 1 || count > blk.nthreads)
-    fail(std::string(what) + " at " + loc(where) + ": thread count " + std::to_string(count) +
-         " not in 1.." + std::to_string(blk.nthreads));
-  Barrier& b = blk.barriers[id];
-  if (b.arrived == 0) {
-    b.count = count;
-    b.what = what;
-    b.where = where;
-  } else if (b.count != count) {
-    fail(std::string(what) + " at " + loc(where) + ": barrier " + std::to_string(id) + " expects " +
-         std::to_string(count) + " threads here but " + std::to_string(b.count) + " at " +
-         loc(b.where));
-  }
-  if (++b.arrived < b.count) return;
-  for (int tid = 0; tid < blk.nthreads; ++tid) {
-    Thread& x = blk.threads[tid];
-    if (!x.done && x.wait == Wait::barrier && x.barrier_id == id) {
-      x.wait = Wait::none;
-      x.ready = true;
-      woke(blk, tid);
-    }
-  }
-  b.arrived = 0;
+  Barrier& b = join_barrier(blk, id, count, what, where);
+  ++current_thread().ids.visible_epoch;  // bar.arrive releases the caller's earlier stores
+  if (++b.arrived == b.count) release_barrier(blk, id);
 }
 
 BlockExtension* block_extension() {
