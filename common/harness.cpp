@@ -11,6 +11,7 @@
 #include <exception>
 #include <iostream>
 #include <mutex>
+#include <stdexcept>
 
 #include "common/check.h"
 #include "common/memory.h"
@@ -225,6 +226,11 @@ void DeviceProblem::download(std::vector<Bits16>& o, std::vector<float>& lse) co
   be_.download(lse.data(), params_.lse, lse.size() * sizeof(float));
 }
 
+void gpu_not_built(const AttentionParams&, RunContext&) {
+  throw std::logic_error(std::string("a GPU kernel called in a build without one: ") +
+                         kBuiltWithoutToolkit);
+}
+
 RunOutcome run_step(const StepInfo& step, const Options& opt) {
   RunOutcome out;
   const Problem& p = opt.problem;
@@ -261,7 +267,7 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     else
       be = make_gpu_backend(why_not);
     if (!be && opt.backend == "gpu") return invalid(step.name + ": --backend gpu: " + why_not);
-    if (!be && step.cpu != nullptr && (step.gpu != nullptr || !gpu_backend_built()))
+    if (!be && step.cpu != nullptr && step.gpu != nullptr)
       note("note: " + why_not + "; running on the CPU backend");
   }
   if (!be && step.cpu == nullptr)

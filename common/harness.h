@@ -16,13 +16,17 @@
 
 namespace attn {
 
-// A step's GPU entry point for its StepInfo: `.gpu = ATTN_GPU_RUN(gpu::run)`. In a CPU-only build
-// (no nvcc, so no GPU copy of the kernels to link) it is nullptr.
+// A step's GPU entry point for its StepInfo: `.gpu = ATTN_GPU_RUN(gpu::run)`. A CPU-only build (no
+// nvcc, so no GPU copy of the kernels to link) has gpu_not_built in its place: the step still says
+// it has a GPU kernel, and the harness never calls it, since such a build has no GPU backend.
 #if ATTN_HAVE_GPU
 #define ATTN_GPU_RUN(fn) (&fn)
 #else
-#define ATTN_GPU_RUN(fn) nullptr
+#define ATTN_GPU_RUN(fn) (&::attn::gpu_not_built)
 #endif
+
+// The GPU entry of a kernel step in a CPU-only build (ATTN_GPU_RUN): throws if ever called.
+void gpu_not_built(const AttentionParams& p, RunContext& ctx);
 
 struct StepInfo {
   std::string name;

@@ -106,6 +106,19 @@ struct TileCopy {
   }
 };
 
+// What pack2<T>(lo, hi) lost to rounding, packed again: pack2(lo, hi) + pack2_residual(...)
+// holds (lo, hi) to about 2 x 8 (bf16) or 2 x 11 (fp16) bits.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2_residual(float lo, float hi, uint32_t packed) {
+  const unsigned short l = packed & 0xffffu, h = packed >> 16;
+  if constexpr (std::is_same_v<T, __half>)
+    return attn::pack2<T>(lo - __half2float(__ushort_as_half(l)),
+                          hi - __half2float(__ushort_as_half(h)));
+  else
+    return attn::pack2<T>(lo - __bfloat162float(__ushort_as_bfloat16(l)),
+                          hi - __bfloat162float(__ushort_as_bfloat16(h)));
+}
+
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionParams p) {
@@ -214,6 +227,25 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     const T* K = ring + stage * 2 * Tile<D>::elements(Bc);
     const T* V = K + Tile<D>::elements(Bc);
 
+    // With dropout, this lane's 32 keep decisions of the tile (bit 4 nt + i for element i of S
+    // tile nt), drawn before S is computed, so that the Philox rounds do not compete for
+    // registers with S and P. Keys 2t and 2t + 1 of a row come from one Philox call.
+    [[maybe_unused]] uint32_t keep = 0;
+    if constexpr (kDropout) {
+      // Not unrolled: one Philox call at a time keeps its temporaries to a few registers.
+#pragma unroll 1
+      for (int nt = 0; nt < Bc / 8; ++nt) {
+#pragma unroll 1
+        for (int half = 0; half < 2; ++half) {
+          bool keep0, keep1;
+          attn::dropout_keep_pair(drop, b, h, i0 + warp * 16 + g + 8 * half, j0 + nt * 8 + 2 * t,
+                                  keep0, keep1);
+          keep |= uint32_t(keep0) << (4 * nt + 2 * half);
+          keep |= uint32_t(keep1) << (4 * nt + 2 * half + 1);
+        }
+      }
+    }
+
     // S = Q K^T for this warp's 16 rows and the tile's 64 keys: 8 accumulator tiles of 16 x 8.
     // K is stored [key][d], which is exactly an mma B operand ("col"): a non-transposed
     // ldmatrix.x4 gives the B fragments of two key tiles for 16 columns of d.
@@ -251,6 +283,11 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       neg_mc[half] = online_softmax::neg_scaled_max<kMasked>(state[half], c);
     }
     uint32_t p_frag[Bc / 16][4];  // P as A fragments, 16 keys each
+    // With dropout, what rounding P to 16 bits lost (see pack2_residual), multiplied by V too:
+    // the kept probabilities are scaled by 1 / (1 - p) at the end (1000 at p = 0.999), and two
+    // kept keys whose values have opposite signs cancel, so the rounding error of P alone would
+    // exceed the check. Without dropout this array is empty and costs nothing.
+    [[maybe_unused]] uint32_t p_lo[kDropout ? Bc / 16 : 1][4];
 #pragma unroll
     for (int nt = 0; nt < Bc / 8; ++nt) {
       float pr[4];
@@ -258,17 +295,23 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       for (int i = 0; i < 4; ++i) {
         pr[i] = online_softmax::prob2(s[nt][i], c, neg_mc[i / 2], attn::exp2_ftz);
         state[i / 2].l += pr[i];  // the softmax normalises over every key, dropped or not
-        if constexpr (kDropout) {
-          // Dropped: 0; kept: 1. The 1 / (1 - p) of the kept ones is applied to O at the end,
-          // so P stays in [0, 1] when it is rounded to 16 bits.
-          const int row = i0 + warp * 16 + g + 8 * (i / 2), key = j0 + nt * 8 + 2 * t + i % 2;
-          if (!attn::dropout_keep(drop, b, h, row, key)) pr[i] = 0.0f;
-        }
+      }
+      if constexpr (kDropout) {
+        // Dropped: 0; kept: 1. The 1 / (1 - p) of the kept ones is applied to O at the end, so
+        // P stays in [0, 1].
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (!(keep >> (4 * nt + i) & 1u)) pr[i] = 0.0f;
       }
       // The accumulator layout of S (rows g, g+8; columns 2t, 2t+1) is the A-fragment layout of
       // P for the product P V: tiles 2k and 2k+1 of S are keys 0-7 and 8-15 of A fragment k.
       p_frag[nt / 2][2 * (nt % 2)] = attn::pack2<T>(pr[0], pr[1]);
       p_frag[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(pr[2], pr[3]);
+      if constexpr (kDropout) {
+        p_lo[nt / 2][2 * (nt % 2)] = pack2_residual<T>(pr[0], pr[1], p_frag[nt / 2][2 * (nt % 2)]);
+        p_lo[nt / 2][2 * (nt % 2) + 1] =
+            pack2_residual<T>(pr[2], pr[3], p_frag[nt / 2][2 * (nt % 2) + 1]);
+      }
     }
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
@@ -286,6 +329,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
                                 V + (v_ldsm ^ dt % 8 / 2 * 16) + (dt / 8) * Bc * 64 + kc * 16 * 64);
         attn::mma_m16n8k16<T>(o_acc[dt], p_frag[kc], {vb[0], vb[1]}, o_acc[dt]);
         attn::mma_m16n8k16<T>(o_acc[dt + 1], p_frag[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
+        if constexpr (kDropout) {
+          attn::mma_m16n8k16<T>(o_acc[dt], p_lo[kc], {vb[0], vb[1]}, o_acc[dt]);
+          attn::mma_m16n8k16<T>(o_acc[dt + 1], p_lo[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
+        }
       }
     }
     attn::mbarrier_arrive(&empty[stage]);  // this thread is done with the slot: refill it

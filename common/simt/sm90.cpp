@@ -210,6 +210,7 @@ void land(const Landing& l) {
   Sm90Block& e = ext();
   for (size_t c = 0; c < l.chunk_addr.size(); ++c) {
     std::memcpy(smem_at(l.chunk_addr[c]), &l.bytes[16 * c], 16);
+    detail::async_landed(smem_at(l.chunk_addr[c]));  // a cp.async chunk is no longer pending
     if (l.async) std::memcpy(&e.async_view[l.chunk_addr[c]], &l.bytes[16 * c], 16);
   }
 }
