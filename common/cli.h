@@ -17,9 +17,9 @@ struct Options {
   int iters = -1;
   int warmup = -1;
   std::string variant;  // kernel variant of a step that has several; empty: the step's default
-  std::string csv;   // append a result row here when set
-  std::string load;  // take q, k, v (and per-batch lengths) from this safetensors file
-  std::string save;  // write q, k, v, o, lse to this safetensors file
+  std::string csv;      // append a result row here when set
+  std::string load;     // take q, k, v (and per-batch lengths) from this safetensors file
+  std::string save;     // write q, k, v, o, lse to this safetensors file
   bool check = true;
   bool quiet = false;
   // Where notes go as soon as they are known (the backend chosen, a long check ahead), and whether
