@@ -13,6 +13,9 @@ Writes OUT.png and OUT.svg with two panels:
      modelled HBM bytes (STEP_TRAFFIC below) at the largest shape in the CSV. It is a model,
      labelled as such, not a measurement.
 --readme rewrites the results table between <!-- results:begin --> and <!-- results:end -->.
+CSVs from more than one GPU (a workshop's participants, say) are never mixed in one chart: each
+GPU gets its own, OUT-<gpu>.png / .svg, made from the files whose GPU rows come from it (with
+their CPU rows: step0 runs on the host), and the README table lists each machine separately.
 A malformed CSV (missing column, non-numeric value, no rows) is refused with exit status 2.
 """
 import argparse
@@ -73,12 +76,34 @@ def load(paths):
                             r[c] = float(r[c])
                         except (TypeError, ValueError):
                             raise CsvError(f"{path}:{n}: column {c} is not a number: {r[c]!r}")
+                    r["_source"] = path
                     rows.append(r)
         except OSError as e:
             raise CsvError(f"{path}: {e.strerror}")
     if not rows:
         raise CsvError(f"{', '.join(paths)}: no result rows")
     return rows
+
+
+def slug(text):
+    text = text.lower().replace("nvidia ", "")
+    return "-".join("".join(c if c.isalnum() else " " for c in text).split()) or "device"
+
+
+def by_machine(rows):
+    """{gpu device: rows}, one entry per GPU, a file's rows going with the GPU its GPU rows came
+    from; files without GPU rows are grouped by their device too."""
+    files = OrderedDict()
+    for r in rows:
+        files.setdefault(r["_source"], []).append(r)
+    groups = OrderedDict()
+    for file_rows in files.values():
+        gpus = sorted({r["device"] for r in file_rows if r["backend"] == "gpu"})
+        if len(gpus) > 1:
+            raise CsvError(f"{file_rows[0]['_source']}: rows from {len(gpus)} GPUs "
+                           f"({', '.join(gpus)}): one file per machine")
+        groups.setdefault(gpus[0] if gpus else file_rows[0]["device"], []).extend(file_rows)
+    return groups
 
 
 def shape_key(r):
@@ -264,9 +289,12 @@ def main():
     args = ap.parse_args()
     try:
         rows = load(args.csv)
+        groups = by_machine(rows)
         if not args.no_plot:
-            for p in plot(rows, args.out, args.gpu_spec):
-                print(f"chart: wrote {p}")
+            for device, group in groups.items():
+                out = args.out if len(groups) == 1 else f"{args.out}-{slug(device)}"
+                for p in plot(group, out, args.gpu_spec):
+                    print(f"chart: wrote {p}")
         if args.readme:
             rewrite_readme(args.readme, readme_table(rows, args.csv))
             print(f"chart: rewrote the results table in {args.readme}")

@@ -46,21 +46,12 @@ stage "build for sm_$cc" bash -c "cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD
   -DCMAKE_CUDA_ARCHITECTURES=$cc >/dev/null && cmake --build build-gpu -j$(nproc)"
 stage "tests (GPU tests included)" bash -c "cd build-gpu && ctest --output-on-failure -j1"
 
-sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-shapes=(
-  "--batch 1 --heads 2 --seqlen-q 17 --seqlen-k 129 --dim 64"
-  "--batch 2 --heads 4 --heads-kv 2 --seq 129 --dim 128 --causal --dtype bf16"
-  "--batch 3 --heads 2 --seqlen-q 65 --seqlen-k 100 --dim 96 --seqlens-k 100,1,0 --dropout 0.1"
-)
-for step in step1_naive step2_tiled step3_fused step4_tensorcore step5_warpspecialized; do
-  [[ -x build-gpu/bin/$step ]] || continue
-  for tool in memcheck racecheck synccheck initcheck; do
-    for shape in "${shapes[@]}"; do
-      # shellcheck disable=SC2086
-      stage "$tool $step $shape" "$sanitizer" --tool "$tool" --error-exitcode 1 \
-        build-gpu/bin/$step --backend gpu $shape --iters 1 --warmup 0
-    done
-  done
+# compute-sanitizer's four tools on every kernel step at three small shapes (step 5: each variant);
+# scripts/profile.py holds the command lines (docs/profiling.md).
+export PATH="$PATH:/usr/local/cuda/bin"
+for step in step1 step2 step3 step4 step5; do
+  stage "compute-sanitizer, $step" .venv/bin/python scripts/profile.py "$step" sanitize \
+    --build build-gpu
 done
 
 mkdir -p docs/results

@@ -23,7 +23,7 @@ def run_step0(tmp, *args):
         return list(csv.DictReader(f))
 
 
-def handmade_gpu_csv(path, columns, drop=None):
+def handmade_gpu_csv(path, columns, drop=None, gpu="NVIDIA H100"):
     """Invented rows, for testing the chart only: the device name says so."""
     rows = []
     for s, (sq, causal) in enumerate([(1024, 0), (4096, 1)]):
@@ -33,7 +33,7 @@ def handmade_gpu_csv(path, columns, drop=None):
                         ("torch_sdpa_flash", 0.8)]:
             r = {c: "" for c in columns}
             fl = 4 * 64 * 16 * sq * sq / (2 if causal else 1)
-            r.update(step=step, backend="gpu", device="TEST-ONLY invented rows (NVIDIA H100)",
+            r.update(step=step, backend="gpu", device=f"TEST-ONLY invented rows ({gpu})",
                      dtype="fp16", batch=1, heads=16, heads_kv=16, seqlen_q=sq, seqlen_k=sq,
                      dim=64, causal=causal, time_ms=t * (s + 1), flops=fl,
                      tflops=fl / (t * (s + 1) * 1e-3) / 1e12, checked=0, passed="",
@@ -92,6 +92,24 @@ class Pipeline(unittest.TestCase):
         for text in ("baseline_cublas", "torch_sdpa_flash", "MODEL, not a measurement"):
             self.assertIn(text, svg)
         self.assertNotIn("not GPU performance", svg)
+
+    def test_two_gpus_get_two_charts(self):
+        a, b = os.path.join(self.dir, "a.csv"), os.path.join(self.dir, "b.csv")
+        handmade_gpu_csv(a, self.columns, gpu="NVIDIA H100")
+        handmade_gpu_csv(b, self.columns, gpu="NVIDIA A100")
+        out = os.path.join(self.dir, "room")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), a, b,
+                            "--out", out], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        charts = sorted(f for f in os.listdir(self.dir) if f.startswith("room-"))
+        self.assertEqual(charts, ["room-test-only-invented-rows-a100.png",
+                                  "room-test-only-invented-rows-a100.svg",
+                                  "room-test-only-invented-rows-h100.png",
+                                  "room-test-only-invented-rows-h100.svg"])
+        with open(os.path.join(self.dir, "room-test-only-invented-rows-a100.svg")) as f:
+            svg = f.read()
+        self.assertIn("A100", svg)
+        self.assertNotIn("H100)", svg)
 
     def test_cpu_rows_are_labelled(self):
         src = os.path.join(self.dir, "r.csv")
