@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""The kernel diff between two steps, as text or as a side-by-side HTML page for a projector.
+
+    scripts/stepdiff.py 3 4                          # unified diff of the two kernels
+    scripts/stepdiff.py step4 step5 --ignore-comments --ignore-space
+    scripts/stepdiff.py 4 5 --html step4-5.html      # one self-contained HTML file
+
+A step is a number (0-5), `stepN`, or its directory name; step 5's kernels are `step5:sm80`
+(the default) and `step5:sm90a`. What is compared is each step's kernel source, attention.cu.
+Step 0 has no kernel: its streaming loop (step0_reference/streaming.cpp, the online softmax in
+plain C++) stands in for it, and the output says so.
+
+--ignore-comments drops // and /* */ comments (a line that held only a comment disappears), so
+that only code changes remain; --ignore-space compares lines with runs of blanks collapsed.
+
+In the HTML view, each block of changed lines carries the heading of the section of the later
+step's chapter (its README.md) that it most likely belongs to: the section whose `code spans` and
+code blocks mention the most of the identifiers on the changed lines (ties go to the earlier
+section; a block that shares no identifier with any section gets none, and a heading is not
+repeated for the next block of the same hunk). It is a heuristic to help a reader find the
+explanation, not an authority.
+"""
+import argparse
+import difflib
+import html
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = ["step0_reference", "step1_naive", "step2_tiled", "step3_fused", "step4_tensorcore",
+         "step5_warpspecialized"]
+# step -> {variant: kernel file}; the first variant is the default.
+KERNELS = {name: {"": "attention.cu"} for name in STEPS[1:]}
+KERNELS["step0_reference"] = {"": "streaming.cpp"}
+KERNELS["step5_warpspecialized"] = {"sm80": "attention.cu", "sm90a": "attention_sm90a.cu"}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message):
+        fail(message)
+
+
+def fail(message):
+    print(f"stepdiff: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def resolve(text):
+    """'4', 'step4', 'step4_tensorcore', 'step5:sm90a' -> (step directory, variant, file)."""
+    name, _, variant = text.partition(":")
+    matches = [s for s in STEPS if name in (s, s[:5], s[4])]
+    if not matches:
+        fail(f"unknown step '{text}' (0-5, step0..step5, or a step directory such as "
+             f"step4_tensorcore)")
+    step = matches[0]
+    kernels = KERNELS[step]
+    if variant and variant not in kernels:
+        known = ", ".join(f"{step[:5]}:{v}" for v in kernels if v) or "none"
+        fail(f"{step} has no variant '{variant}' (variants: {known})")
+    variant = variant or next(iter(kernels))
+    path = ROOT / step / kernels[variant]
+    if not path.exists():
+        fail(f"{step}:{variant}: {path.relative_to(ROOT)} is not in this checkout")
+    return step, variant, path
+
+
+def strip_comments(lines):
+    """Lines without // and /* */ comments; a line that held only a comment is dropped.
+    String literals are respected (a // inside quotes is code)."""
+    out, in_block = [], False
+    for line in lines:
+        code, i, in_string = [], 0, False
+        had_comment = in_block
+        while i < len(line):
+            if in_block:
+                end = line.find("*/", i)
+                if end < 0:
+                    i = len(line)
+                else:
+                    in_block, i = False, end + 2
+                continue
+            c = line[i]
+            if in_string:
+                code.append(c)
+                if c == "\\" and i + 1 < len(line):
+                    code.append(line[i + 1])
+                    i += 1
+                elif c == '"':
+                    in_string = False
+            elif c == '"':
+                in_string = True
+                code.append(c)
+            elif line.startswith("//", i):
+                had_comment = True
+                break
+            elif line.startswith("/*", i):
+                had_comment, in_block = True, True
+                i += 2
+                continue
+            else:
+                code.append(c)
+            i += 1
+        text = "".join(code).rstrip()
+        if text.strip() or not had_comment:
+            out.append(text)
+    return out
+
+
+def prepare(path, ignore_comments, ignore_space):
+    lines = path.read_text().splitlines()
+    if ignore_comments:
+        lines = strip_comments(lines)
+    if ignore_space:
+        lines = [" ".join(line.split()) for line in lines]
+    return lines
+
+
+def describe(a, b):
+    sa, va, pa = a
+    sb, vb, pb = b
+    what = f"{pa.relative_to(ROOT)} -> {pb.relative_to(ROOT)}"
+    notes = []
+    if sa == "step0_reference" or sb == "step0_reference":
+        notes.append("step 0 has no kernel: its streaming loop (the online softmax in plain C++) "
+                     "is compared with the other step's kernel")
+    return what, notes
+
+
+# Words that say nothing about which section a hunk belongs to.
+COMMON = set("""const auto void float double bool true false return static inline template typename
+int int64_t uint32_t for while else if constexpr unsigned struct using namespace attn unroll
+pragma include define kernel""".split())
+
+
+def identifiers(lines):
+    return {w for line in lines for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{2,}", line)
+            if w not in COMMON}
+
+
+def chapter_sections(step):
+    """[(heading, set of identifiers in its code spans)] of the step's README.md."""
+    readme = ROOT / step / "README.md"
+    if not readme.exists():
+        return []
+    sections, heading, spans = [], None, []
+    for line in readme.read_text().splitlines() + ["## "]:
+        if line.startswith("## "):
+            if heading:
+                sections.append((heading, identifiers(spans)))
+            heading, spans = line[3:].strip(), []
+        else:
+            spans += re.findall(r"`([^`]+)`", line)
+            if line.startswith("    "):  # an indented code block
+                spans.append(line)
+    return sections
+
+
+def section_for(changed, sections):
+    words = identifiers(changed)
+    best, score = None, 0
+    for heading, ids in sections:
+        n = len(words & ids)
+        if n > score:
+            best, score = heading, n
+    return best
+
+
+CSS = """body{font-family:sans-serif;margin:1em}table{border-collapse:collapse;width:100%;
+table-layout:fixed}td{font-family:monospace;font-size:13px;white-space:pre-wrap;
+vertical-align:top;padding:0 4px;word-break:break-all}td.n{width:3em;color:#888;text-align:right}
+.del{background:#fdd}.add{background:#dfd}.chg{background:#ffc}
+tr.hunk td{background:#eef;font-family:sans-serif;font-size:14px;padding:6px;border-top:2px solid #99c}
+tr.sec td{font-family:sans-serif;font-size:13px;color:#336;padding:4px 6px;background:#f4f4fb}
+h1{font-size:18px}p.note{color:#555}"""
+
+
+def html_page(la, lb, context, title, notes, sections):
+    sm = difflib.SequenceMatcher(None, la, lb, autojunk=False)
+    rows = []
+    for group in sm.get_grouped_opcodes(context):
+        rows.append(f'<tr class="hunk"><td colspan="4">lines {group[0][1] + 1} / '
+                    f'{group[0][3] + 1}</td></tr>')
+        shown = None  # the chapter heading shown last in this hunk
+        for tag, i1, i2, j1, j2 in group:
+            if tag != "equal":
+                heading = section_for(la[i1:i2] + lb[j1:j2], sections)
+                if heading and heading != shown:
+                    rows.append(f'<tr class="sec"><td colspan="4">chapter: <b>'
+                                f'{html.escape(heading)}</b></td></tr>')
+                    shown = heading
+            for k in range(max(i2 - i1, j2 - j1)):
+                cells = []
+                for lines, start, end, cls in ((la, i1, i2, "del"), (lb, j1, j2, "add")):
+                    if start + k >= end:
+                        cells.append('<td class="n"></td><td></td>')
+                        continue
+                    kind = {"equal": "", "replace": "chg"}.get(tag, cls)
+                    cells.append(f'<td class="n">{start + k + 1}</td>'
+                                 f'<td class="{kind}">{html.escape(lines[start + k])}</td>')
+                rows.append("<tr>" + "".join(cells) + "</tr>")
+    if not rows:
+        rows.append('<tr class="hunk"><td colspan="4">no differences</td></tr>')
+    note = "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes)
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}"
+            f"</title><style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{note}"
+            f"<table><colgroup><col style=\"width:3em\"><col><col style=\"width:3em\"><col>"
+            f"</colgroup>\n" + "\n".join(rows) + "\n</table></body></html>\n")
+
+
+def main():
+    parser = OneLineParser(description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("a", help="the earlier step (0-5, stepN, a directory, step5:sm90a)")
+    parser.add_argument("b", help="the later step")
+    parser.add_argument("--ignore-comments", action="store_true")
+    parser.add_argument("--ignore-space", action="store_true")
+    parser.add_argument("--context", type=int, default=3, help="lines of context (default 3)")
+    parser.add_argument("--html", metavar="OUT.html", help="write a side-by-side HTML page")
+    args = parser.parse_args()
+    if args.context < 0:
+        fail("--context must be 0 or more")
+    a, b = resolve(args.a), resolve(args.b)
+    la = prepare(a[2], args.ignore_comments, args.ignore_space)
+    lb = prepare(b[2], args.ignore_comments, args.ignore_space)
+    what, notes = describe(a, b)
+    if args.html:
+        out = Path(args.html)
+        if not out.parent.is_dir():
+            fail(f"--html {out}: directory {out.parent} does not exist")
+        title = f"{a[0]}{':' + a[1] if a[1] else ''} -> {b[0]}{':' + b[1] if b[1] else ''}: {what}"
+        try:
+            out.write_text(html_page(la, lb, args.context, title, notes,
+                                     chapter_sections(b[0])))
+        except OSError as e:
+            fail(f"--html {out}: {e.strerror}")
+        print(f"stepdiff: wrote {out}")
+        return 0
+    print(f"# {what}" + ("".join(f"\n# {n}" for n in notes)))
+    for line in difflib.unified_diff(la, lb, str(a[2].relative_to(ROOT)),
+                                     str(b[2].relative_to(ROOT)), n=args.context, lineterm=""):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `stepdiff.py 3 4 | head`
+        sys.exit(0)

@@ -1,0 +1,77 @@
+"""scripts/stepdiff.py: every neighbouring pair in text and HTML, comments ignored, bad input."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "stepdiff.py"
+sys.path.insert(0, str(ROOT / "scripts"))
+import stepdiff  # noqa: E402
+
+PAIRS = [("0", "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5")]
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
+
+
+def changed(diff):
+    return [line[1:] for line in diff.splitlines()
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+class StepDiff(unittest.TestCase):
+    def test_every_neighbouring_pair_as_text(self):
+        for a, b in PAIRS:
+            r = run(a, b)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.startswith("# "), r.stdout[:200])
+            self.assertIn("@@", r.stdout)
+            self.assertGreater(len(changed(r.stdout)), 20, (a, b))
+        self.assertIn("step 0 has no kernel", run("0", "1").stdout)
+
+    def test_every_neighbouring_pair_as_html(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for a, b in PAIRS:
+                out = os.path.join(tmp, f"{a}-{b}.html")
+                r = run(f"step{a}", f"step{b}", "--html", out)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                page = Path(out).read_text()
+                self.assertIn("<table", page)
+                self.assertIn("chapter: <b>", page)  # a chapter heading beside some hunk
+                for external in ("src=", "href=", "http://", "https://"):
+                    self.assertNotIn(external, page)  # self-contained
+
+    def test_ignore_comments_leaves_only_code(self):
+        plain = changed(run("3", "4").stdout)
+        code = changed(run("3", "4", "--ignore-comments").stdout)
+        self.assertTrue(any(line.strip().startswith("//") for line in plain))
+        self.assertFalse(any("//" in line and '"' not in line for line in code))
+        self.assertLess(len(code), len(plain))
+
+    def test_strip_comments_keeps_strings_and_code(self):
+        got = stepdiff.strip_comments([
+            'x = 1;  // one', '// only a comment', 'const char* s = "a // b";',
+            'y = 2; /* start', 'still comment */ z = 3;', '', '/* one line */'])
+        self.assertEqual(got, ['x = 1;', 'const char* s = "a // b";', 'y = 2;', ' z = 3;', ''])
+
+    def test_ignore_space(self):
+        self.assertEqual(stepdiff.prepare(ROOT / "step3_fused" / "attention.cu", False, True)[0],
+                         " ".join((ROOT / "step3_fused" / "attention.cu").read_text()
+                                  .splitlines()[0].split()))
+
+    def test_bad_input_is_one_line_and_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            missing_dir = os.path.join(tmp, "no", "x.html")
+            for args in (["9", "4"], ["4"], ["4", "5:nope"], ["4", "5", "--html", missing_dir],
+                         ["4", "5", "--context", "-1"], ["step4_tensorcorex", "5"]):
+                r = run(*args)
+                self.assertEqual(r.returncode, 2, args)
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
