@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attention_kernel(const Atten
       }
     }
 
-    // S = Q K^T for this warp's 16 rows and the tile's 64 keys: 8 accumulator tiles of 16 x 8.
+    // S = Q K^T for this warp's 16 rows and the tile's Bc keys: Bc / 8 accumulator tiles of 16 x 8.
     // K is stored [key][d], which is exactly an mma B operand ("col"): a non-transposed
     // ldmatrix.x4 gives the B fragments of two key tiles for 16 columns of d.
     float s[Bc / 8][4] = {};
@@ -295,12 +295,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attention_kernel(const Atten
       }
     }
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
+    for (int dt = 0; dt < D / 8; ++dt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+    }
 
-        // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
-        // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
+    // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
+    // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt += 2) {
 #pragma unroll
