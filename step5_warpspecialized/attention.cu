@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       }
     }
 
-    // S = Q K^T for this warp's 16 rows and the tile's 64 keys: 8 accumulator tiles of 16 x 8.
+    // S = Q K^T for this warp's 16 rows and the tile's Bc keys: Bc / 8 accumulator tiles of 16 x 8.
     // K is stored [key][d], which is exactly an mma B operand ("col"): a non-transposed
     // ldmatrix.x4 gives the B fragments of two key tiles for 16 columns of d.
     float s[Bc / 8][4] = {};
