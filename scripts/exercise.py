@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Exercises: a step's own kernel with the lines that carry its lesson blanked out.
+
+    scripts/exercise.py list                     # every exercise: name, step, goal
+    scripts/exercise.py start NAME               # writes exercises-work/NAME/attention.cu
+    scripts/exercise.py check NAME               # builds it for the CPU backend and checks it
+    scripts/exercise.py solve NAME               # fills the blanks with the step's own lines
+
+Each exercise is exercises/NAME.toml: the step, the goal, the chapter section to re-read, and
+the blanks (the exact lines of the step's attention.cu, and a hint for each). The exercise is
+made from the step's current source when it starts, so it cannot drift from the step; an
+exercise whose lines are no longer in the step is refused (and its CTest fails).
+
+check compiles only the exercise's kernel for the CPU SIMT backend, with the compile and link
+commands of the step's own CPU copy in the build directory (build/ unless --build: the one
+scripts/build.sh and scripts/test.sh make; it builds the step there first if needed), then runs it
+against the FP64 reference on a few shapes (odd lengths, Sq != Sk, causal, GQA, per-batch key
+lengths, bf16, dropout) under two schedules, forward and greedy. Exit status: 0 passed, 1 failed
+(what the backend or the compiler said, and the chapter section to re-read), 2 bad input.
+"""
+import argparse
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = ROOT / "exercises"
+WORK = ROOT / "exercises-work"
+
+# Shapes every exercise is checked on (each under every schedule below). Small enough for the CPU
+# backend to run in seconds, and covering what the kernels' lessons are about: partial tiles,
+# Sq != Sk, causal (bottom-right), GQA, several tiles per row (the ring of step 5 laps twice),
+# per-batch key lengths with a batch that sees one key, bf16 and dropout.
+SHAPES = [
+    "--batch 2 --heads 2 --heads-kv 1 --seqlen-q 70 --seqlen-k 450 --dim 64 --causal",
+    "--batch 2 --heads 2 --seq 200 --dim 128 --dtype bf16 --seqlens-k 200,1 --dropout 0.1",
+]
+SCHEDULES = ["forward", "greedy"]
+BEGIN = re.compile(r"^\s*// ---- exercise blank (\d+) of (\d+) -+$")
+END = re.compile(r"^\s*// ---- end of blank (\d+) -+$")
+
+
+class Refusal(Exception):
+    """Bad input: one line, exit status 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise Refusal(message)
+
+
+def load(name):
+    path = SPECS / f"{name}.toml"
+    if not re.fullmatch(r"[A-Za-z0-9_]+", name) or not path.exists():
+        raise Refusal(f"no exercise '{name}' (scripts/exercise.py list shows them)")
+    with open(path, "rb") as f:
+        spec = tomllib.load(f)
+    spec["name"] = name
+    spec["source"] = ROOT / spec["step"] / "attention.cu"
+    for blank in spec["blank"]:
+        blank["lines"] = blank["lines"].rstrip("\n").split("\n")
+        blank["hint"] = blank["hint"].strip().split("\n")
+    return spec
+
+
+def names():
+    return sorted(p.stem for p in SPECS.glob("*.toml"))
+
+
+def locate(spec, text):
+    """Where each blank's lines are in the step's source: [(first line index, count)]."""
+    lines = text.split("\n")
+    where = []
+    for k, blank in enumerate(spec["blank"], 1):
+        n = len(blank["lines"])
+        hits = [i for i in range(len(lines) - n + 1) if lines[i:i + n] == blank["lines"]]
+        if len(hits) != 1:
+            raise Refusal(f"exercise {spec['name']} is out of date: blank {k} occurs {len(hits)} "
+                          f"times in {spec['step']}/attention.cu (update exercises/"
+                          f"{spec['name']}.toml)")
+        where.append((hits[0], n))
+    return where
+
+
+def indent_of(lines):
+    code = [line for line in lines if line.strip() and not line.startswith("#")]
+    line = code[0] if code else lines[0]
+    return line[:len(line) - len(line.lstrip())]
+
+
+def blanked(spec):
+    """The step's source with each blank replaced by its marked hint."""
+    lines = spec["source"].read_text().split("\n")
+    where = locate(spec, "\n".join(lines))
+    total = len(where)
+    for k in range(total, 0, -1):  # from the end, so that earlier indices stay valid
+        first, n = where[k - 1]
+        blank = spec["blank"][k - 1]
+        pad = indent_of(blank["lines"])
+        block = [f"{pad}// ---- exercise blank {k} of {total} " + "-" * max(4, 60 - len(pad))]
+        block += [f"{pad}// {h}".rstrip() for h in blank["hint"]]
+        block += [f"{pad}// ({n} line{'s' if n > 1 else ''} in the step's solution)",
+                  f"{pad}// ---- end of blank {k} " + "-" * max(4, 66 - len(pad))]
+        lines[first:first + n] = block
+    return "\n".join(lines)
+
+
+def filled(spec, text):
+    """`text` (a workspace kernel) with every remaining blank filled with the step's lines."""
+    out, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        m = BEGIN.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        k = int(m.group(1))
+        if not 1 <= k <= len(spec["blank"]):
+            raise Refusal(f"line {i + 1}: blank {k} is not one of this exercise's")
+        j = i + 1
+        while j < len(lines) and not END.match(lines[j]):
+            j += 1
+        if j == len(lines):
+            raise Refusal(f"line {i + 1}: blank {k} has no end marker")
+        out += spec["blank"][k - 1]["lines"]
+        i = j + 1
+    return "\n".join(out)
+
+
+def shown(path):
+    """A path as the user would type it: relative to here when below here."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def workspace(spec, where):
+    return Path(where) if where else WORK / spec["name"]
+
+
+def cmd_list(_args):
+    for name in names():
+        spec = load(name)
+        print(f"{name:26s} {spec['step']:22s} {spec['goal']}")
+    return 0
+
+
+def cmd_start(args):
+    spec = load(args.name)
+    ws = workspace(spec, args.dir)
+    kernel = ws / "attention.cu"
+    if kernel.exists() and not args.force:
+        raise Refusal(f"{kernel} exists (edit it, or start again with --force)")
+    text = blanked(spec)
+    ws.mkdir(parents=True, exist_ok=True)
+    kernel.write_text(text)
+    print(f"exercise {spec['name']}: {spec['goal']}")
+    print(f"  edit   {shown(kernel)}  ({len(spec['blank'])} blank(s), marked '// ---- exercise blank')")
+    print(f"  read   {spec['step']}/README.md, section \"{spec['chapter']}\"")
+    extra = f" --dir {shlex.quote(str(args.dir))}" if args.dir else ""
+    print(f"  check  scripts/exercise.py check {spec['name']}{extra}")
+    return 0
+
+
+def cmd_solve(args):
+    spec = load(args.name)
+    ws = workspace(spec, args.dir)
+    kernel = ws / "attention.cu"
+    if not kernel.exists():
+        ws.mkdir(parents=True, exist_ok=True)
+        kernel.write_text(blanked(spec))
+    text = filled(spec, kernel.read_text())
+    kernel.write_text(text)
+    same = text == spec["source"].read_text()
+    print(f"exercise {spec['name']}: blanks filled with {spec['step']}/attention.cu's lines in "
+          f"{shown(kernel)}" + ("" if same else " (your other edits are kept)"))
+    return 0
+
+
+def run(cmd, cwd=None):
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, shell=isinstance(cmd, str))
+
+
+def ninja_commands(build, step):
+    """The step's CPU-copy compile command, its library's archive command and its link command,
+    as the build directory runs them."""
+    r = run(["ninja", "-C", str(build), "-t", "commands", f"bin/{step}"])
+    if r.returncode != 0:
+        raise Refusal(f"{build}: ninja cannot list the commands of bin/{step} "
+                      f"({(r.stderr or r.stdout).strip().splitlines()[-1:]})")
+    compile_cmd = archive = link = None
+    for line in r.stdout.splitlines():
+        if f"{step}_cpu.cpp.o" in line and " -c " in line and "ar qc" not in line:
+            compile_cmd = line
+        elif f"lib{step}_lib.a" in line and " qc " in line:
+            archive = line
+        elif f"-o bin/{step} " in line:
+            link = line
+    if not (compile_cmd and archive and link):
+        raise Refusal(f"{build}: not a build of this repository's steps (no CPU copy of {step})")
+    return compile_cmd, archive, link
+
+
+def build_exercise(spec, ws, build, rebuild_step):
+    step = spec["step"]
+    if not (build / "build.ninja").exists():
+        print(f"exercise: configuring {shown(build)} (once)", flush=True)
+        r = run(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja",
+                 "-DCMAKE_BUILD_TYPE=Release"])
+        if r.returncode != 0:
+            raise Refusal(f"cmake failed to configure {build}: run scripts/setup.sh first "
+                          f"({(r.stderr.strip().splitlines() or ['?'])[-1]})")
+    if rebuild_step or not (build / "bin" / step).exists():
+        print(f"exercise: building {step} in {shown(build)} (its libraries are reused)",
+              flush=True)
+        r = run(["cmake", "--build", str(build), "--target", step])
+        if r.returncode != 0:
+            raise Refusal(f"the step itself does not build in {build}: "
+                          f"{(r.stdout + r.stderr).strip().splitlines()[-1:]}")
+    compile_cmd, archive, link = ninja_commands(build, step)
+    out = ws / ".build"
+    out.mkdir(exist_ok=True)
+    wrapper = out / "kernel_cpu.cpp"
+    wrapper.write_text(f"// Generated by scripts/exercise.py: the exercise's kernel for the CPU "
+                       f"backend.\n#include \"{(ws / 'attention.cu').resolve()}\"\n")
+    cpu_obj = f"{step}/CMakeFiles/{step}_cpu.dir/{step}_cpu.cpp.o"
+    lib = f"{step}/lib{step}_lib.a"
+    obj = str((out / "kernel.o").resolve())
+    # The step's own command lines with the exercise in place of the step's kernel.
+    source = re.search(r"-c (\S+)", compile_cmd).group(1)
+    compile_cmd = compile_cmd.replace(source, shlex.quote(str(wrapper.resolve())))
+    compile_cmd = compile_cmd.replace(cpu_obj, shlex.quote(obj))
+    r = run(compile_cmd, cwd=build)
+    if r.returncode != 0:
+        errors = [line for line in (r.stdout + r.stderr).splitlines()
+                  if "error" in line or "attention.cu:" in line]
+        return "it does not compile:\n" + "\n".join(errors[:20] or r.stderr.splitlines()[:20])
+    new_lib = shlex.quote(str((out / f"lib{step}_exercise.a").resolve()))
+    exe = str((out / step).resolve())
+    archive = archive.replace(cpu_obj, shlex.quote(obj)).replace(lib, new_lib)
+    link = link.replace(lib, new_lib).replace(f"-o bin/{step} ", f"-o {shlex.quote(exe)} ")
+    for cmd in (archive, link):
+        r = run(cmd, cwd=build)
+        if r.returncode != 0:
+            return "it does not link:\n" + "\n".join((r.stdout + r.stderr).splitlines()[:20])
+    return exe
+
+
+def cmd_check(args):
+    spec = load(args.name)
+    ws = workspace(spec, args.dir).resolve()
+    if not (ws / "attention.cu").exists():
+        raise Refusal(f"exercise {spec['name']} is not started in {ws} "
+                      f"(scripts/exercise.py start {spec['name']})")
+    locate(spec, spec["source"].read_text())  # the exercise matches the step
+    build = Path(args.build).resolve() if args.build else ROOT / "build"
+    reread = f"re-read: {spec['step']}/README.md, section \"{spec['chapter']}\""
+    left = [i + 1 for i, line in enumerate((ws / "attention.cu").read_text().split("\n"))
+            if BEGIN.match(line)]
+    if left:
+        print(f"note: blank markers left at line(s) {', '.join(map(str, left))}", flush=True)
+    exe = build_exercise(spec, ws, build, not args.no_build)
+    if not exe.startswith("/"):
+        print(f"FAIL: {exe}\n{reread}")
+        return 1
+    for schedule in SCHEDULES:
+        for shape in SHAPES:
+            cmd = [exe, "--backend", "cpu", "--schedule", schedule] + shape.split()
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            said = (r.stdout + r.stderr).strip().splitlines()
+            if r.returncode != 0:
+                print(f"FAIL: {' '.join(shlex.quote(c) for c in cmd[1:])}")
+                print("\n".join("  " + line for line in said[:14]))
+                print(reread)
+                return 1
+    print(f"PASS: {spec['name']} ({len(SHAPES)} shapes x schedules {', '.join(SCHEDULES)})")
+    return 0
+
+
+def main():
+    parser = OneLineParser(description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    sub.add_parser("list", help="every exercise: name, step, goal")
+    for command, help_text in (("start", "write the exercise's kernel into its workspace"),
+                               ("check", "build the exercise for the CPU backend and check it"),
+                               ("solve", "fill the blanks with the step's own lines")):
+        p = sub.add_parser(command, help=help_text)
+        p.add_argument("name")
+        p.add_argument("--dir", help="the workspace (default: exercises-work/NAME)")
+        if command == "start":
+            p.add_argument("--force", action="store_true", help="start again over an existing one")
+        if command == "check":
+            p.add_argument("--build", help="the build directory whose step is reused (default: build)")
+            p.add_argument("--no-build", action="store_true",
+                           help="do not (re)build the step first (it must be built)")
+    try:
+        args = parser.parse_args()
+        return {"list": cmd_list, "start": cmd_start, "check": cmd_check,
+                "solve": cmd_solve}[args.command](args)
+    except Refusal as e:
+        print(f"exercise: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""CTest for one exercise (scripts/exercise.py): as shipped it must fail its check (its blanks are
+real), and with its blanks filled by the step's own lines it must be the step's kernel, byte for
+byte, and pass.
+
+    exercise_test.py NAME shipped|solved BUILD_DIR
+"""
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL = [sys.executable, str(ROOT / "scripts" / "exercise.py")]
+
+
+def main(name, mode, build):
+    with tempfile.TemporaryDirectory() as ws:
+        subprocess.run(TOOL + ["start", name, "--dir", ws], check=True)
+        if mode == "solved":
+            subprocess.run(TOOL + ["solve", name, "--dir", ws], check=True)
+            with open(ROOT / "exercises" / f"{name}.toml", "rb") as f:
+                step = tomllib.load(f)["step"]
+            if Path(ws, "attention.cu").read_text() != (ROOT / step / "attention.cu").read_text():
+                print(f"{name}: solved, the kernel is not {step}/attention.cu")
+                return 1
+        r = subprocess.run(TOOL + ["check", name, "--dir", ws, "--build", build, "--no-build"],
+                           capture_output=True, text=True)
+        print(r.stdout + r.stderr)
+        want = 0 if mode == "solved" else 1
+        if r.returncode != want:
+            print(f"{name} {mode}: check exited {r.returncode}, expected {want}")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))

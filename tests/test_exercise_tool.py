@@ -1,0 +1,68 @@
+"""scripts/exercise.py's own behaviour: the list, start/solve round trip, refusals (exit 2)."""
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import exercise  # noqa: E402
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "exercise.py"), *args],
+                          capture_output=True, text=True)
+
+
+class ExerciseTool(unittest.TestCase):
+    def test_at_least_twelve_exercises_over_steps_1_to_5(self):
+        rows = run("list").stdout.splitlines()
+        self.assertGreaterEqual(len(rows), 12)
+        steps = {row.split()[1] for row in rows}
+        self.assertEqual(steps, {"step1_naive", "step2_tiled", "step3_fused",
+                                 "step4_tensorcore", "step5_warpspecialized"})
+
+    def test_every_blank_is_in_its_step_once_and_leaves_it(self):
+        for name in exercise.names():
+            spec = exercise.load(name)
+            source = spec["source"].read_text()
+            exercise.locate(spec, source)  # raises if a blank is not there exactly once
+            text = exercise.blanked(spec)
+            for blank in spec["blank"]:
+                self.assertNotIn("\n".join(blank["lines"]), text, name)
+            self.assertEqual(exercise.filled(spec, text), source, name)
+
+    def test_the_readme_lists_every_exercise(self):
+        readme = (ROOT / "exercises" / "README.md").read_text()
+        for name in exercise.names():
+            self.assertIn(f"| `{name}` |", readme)
+
+    def test_a_changed_step_is_refused(self):
+        spec = exercise.load("step3_online_softmax")
+        with self.assertRaises(exercise.Refusal):
+            exercise.locate(spec, spec["source"].read_text().replace("rescale_to(", "rescale("))
+
+    def test_start_and_solve_in_a_workspace(self):
+        with tempfile.TemporaryDirectory() as ws:
+            r = run("start", "step2_output_barriers", "--dir", ws)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("exercise blank 1 of 2", Path(ws, "attention.cu").read_text())
+            again = run("start", "step2_output_barriers", "--dir", ws)
+            self.assertEqual(again.returncode, 2)
+            self.assertEqual(run("solve", "step2_output_barriers", "--dir", ws).returncode, 0)
+            self.assertEqual(Path(ws, "attention.cu").read_text(),
+                             (ROOT / "step2_tiled" / "attention.cu").read_text())
+
+    def test_bad_input_is_one_line_and_exit_2(self):
+        with tempfile.TemporaryDirectory() as ws:
+            empty = str(Path(ws) / "nothing")
+            for args in (["start", "no_such_exercise"], ["check", "step3_epilogue", "--dir", empty],
+                         ["bogus"], [], ["start", "../etc/passwd"]):
+                r = run(*args)
+                self.assertEqual(r.returncode, 2, args)
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
