@@ -29,7 +29,7 @@ struct ResultRow {
   std::string timestamp;
 };
 
-// The CSV columns, in order. scripts/ and docs/results.md read these names.
+// The CSV columns, in order. scripts/ and docs/benchmarking.md ("The CSV columns") use these names.
 const std::vector<std::string>& csv_columns();
 std::vector<std::string> csv_fields(const ResultRow& r);
 

@@ -1,8 +1,8 @@
-// The test matrix every step passes (DEVELOPERS.md): dtypes fp16/bf16; head dims 64, 80, 96, 128;
-// seqlens 1, 17, 129, 1000 and Sq != Sk; causal; per-batch key lengths (one of them 0); GQA;
-// dropout; a custom scale; per-batch query lengths (one of them 0), causal ones aligned per batch.
-// Each problem mixes several features; together they cover every feature in both dtypes and every
-// head dim, with shapes that are not multiples of any tile.
+// The test matrix every step passes (docs/architecture.md): dtypes fp16/bf16; head dims 64, 80,
+// 96, 128; seqlens 1, 17, 129, 1000 and Sq != Sk; causal; per-batch key lengths (one of them 0);
+// GQA; dropout; a custom scale; per-batch query lengths (one of them 0), causal ones aligned per
+// batch. Each problem mixes several features; together they cover every feature in both dtypes and
+// every head dim, with shapes that are not multiples of any tile.
 #pragma once
 
 #include <vector>

@@ -1,0 +1,46 @@
+"""Every document the repository cites is in the repository: Markdown links, and paths ending in
+.md named in any tracked text file (code comments included). Nothing points outside it."""
+import re
+import subprocess
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+MD_PATH = re.compile(r"(?<![\w/.*}-])((?:\.\./|\./)?[\w./-]*[\w-]+\.md)\b")
+
+
+def tracked():
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:  # not a git checkout (a source tarball): every file
+        return [p.relative_to(ROOT) for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts]
+    return [Path(p) for p in out.stdout.splitlines()]
+
+
+class Docs(unittest.TestCase):
+    def test_cited_documents_exist(self):
+        missing = []
+        for rel in tracked():
+            if rel.suffix not in {".md", ".h", ".cpp", ".cu", ".py", ".sh", ".txt", ".cmake",
+                                  ".toml"} and rel.name != "run":
+                continue
+            text = (ROOT / rel).read_text(errors="replace")
+            refs = set(LINK.findall(text)) if rel.suffix == ".md" else set()
+            refs |= set(MD_PATH.findall(text))
+            for ref in refs:
+                if re.match(r"^[a-z]+://", ref) or ref.startswith("mailto:"):
+                    continue
+                if "shared/" in ref and ref.startswith(".."):
+                    missing.append(f"{rel}: points outside the repository: {ref}")
+                    continue
+                here, top = (ROOT / rel.parent / ref).resolve(), (ROOT / ref).resolve()
+                if not (here.exists() or top.exists()):
+                    # a bare name (README.md, STYLE.md) may mean the file in any step or the root
+                    if "/" not in ref and any(p.name == ref for p in tracked()):
+                        continue
+                    missing.append(f"{rel}: {ref}")
+        self.assertEqual(missing, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
