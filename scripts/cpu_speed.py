@@ -47,7 +47,7 @@ def main():
     print("cpu_speed: B=1 H=16 S=1024 D=64 fp16, CPU backend, best of", args.repeat,
           "(CPU timings, not GPU performance)")
     for s in steps:
-        print(f"  {s:18s} {best[s]:10.1f} ms  {best[s] / best['step0_reference']:6.2f}x step0")
+        print(f"  {s:22s} {best[s]:10.1f} ms  {best[s] / best['step0_reference']:6.2f}x step0")
     if args.max_ratio is not None and "step4_tensorcore" in best:
         ratio = best["step4_tensorcore"] / best["step0_reference"]
         if ratio > args.max_ratio:
