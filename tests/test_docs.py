@@ -35,7 +35,7 @@ class Docs(unittest.TestCase):
                     continue
                 here, top = (ROOT / rel.parent / ref).resolve(), (ROOT / ref).resolve()
                 if not (here.exists() or top.exists()):
-                    # a bare name (README.md, STYLE.md) may mean the file in any step or the root
+                    # a bare file name (a README.md, say) may mean that file in any step or the root
                     if "/" not in ref and any(p.name == ref for p in tracked()):
                         continue
                     missing.append(f"{rel}: {ref}")
