@@ -17,7 +17,8 @@ function(attn_warnings target)
     $<$<COMPILE_LANGUAGE:CUDA>:${ATTN_CUDA_WARNINGS}>)
 endfunction()
 
-# attn_add_step(<name> KERNEL <kernel.cu> INFO <step.cpp> MAIN <main.cpp>)
+# attn_add_step(<name> KERNEL <kernel.cu> INFO <step.cpp> MAIN <main.cpp>
+#               [HOPPER_KERNEL <kernel_sm90a.cu>])
 #
 # Compiles the kernel file twice:
 #   <name>_gpu: nvcc, for CMAKE_CUDA_ARCHITECTURES (namespace <step>::gpu); not in a CPU-only
@@ -25,9 +26,16 @@ endfunction()
 #   <name>_cpu: the host compiler against the SIMT backend (namespace <step>::cpu);
 # and links both, with the step's StepInfo (INFO), into the library <name>_lib that the step's
 # executable and the tests use. The executable picks a copy at run time (--backend).
+# HOPPER_KERNEL: a second kernel file that only sm_90a can run (wgmma, TMA, setmaxnreg). Its CPU
+# copy is always built; its GPU copy (<name>_sm90a_gpu) only when CMAKE_CUDA_ARCHITECTURES holds
+# 90a, and for that architecture alone. The INFO file sees ATTN_HAVE_SM90A (1 or 0).
 function(attn_add_step name)
-  cmake_parse_arguments(ARG "" "KERNEL;INFO;MAIN" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "KERNEL;INFO;MAIN;HOPPER_KERNEL" "" ${ARGN})
   set(kernel ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_KERNEL})
+  set(have_sm90a 0)
+  if(ATTN_HAVE_GPU AND ARG_HOPPER_KERNEL AND "90a" IN_LIST CMAKE_CUDA_ARCHITECTURES)
+    set(have_sm90a 1)
+  endif()
 
   set(gpu_objects "")
   if(ATTN_HAVE_GPU)
@@ -41,10 +49,25 @@ function(attn_add_step name)
     attn_warnings(${name}_gpu)
     set(gpu_objects $<TARGET_OBJECTS:${name}_gpu>)
   endif()
+  if(have_sm90a)
+    add_library(${name}_sm90a_gpu OBJECT ${ARG_HOPPER_KERNEL})
+    target_link_libraries(${name}_sm90a_gpu PRIVATE attn_kernel_deps)
+    target_compile_options(${name}_sm90a_gpu PRIVATE --resource-usage)
+    set_target_properties(${name}_sm90a_gpu PROPERTIES CUDA_ARCHITECTURES 90a
+      CUDA_COMPILER_LAUNCHER ${PROJECT_SOURCE_DIR}/cmake/nvcc_capture.sh)
+    attn_warnings(${name}_sm90a_gpu)
+    list(APPEND gpu_objects $<TARGET_OBJECTS:${name}_sm90a_gpu>)
+  endif()
 
   set(cpu_source ${CMAKE_CURRENT_BINARY_DIR}/${name}_cpu.cpp)
   file(CONFIGURE OUTPUT ${cpu_source} CONTENT
        "// Generated: ${ARG_KERNEL} compiled by the host compiler for the CPU SIMT backend.\n#include \"${kernel}\"\n")
+  if(ARG_HOPPER_KERNEL)
+    set(hopper_source ${CMAKE_CURRENT_BINARY_DIR}/${name}_sm90a_cpu.cpp)
+    file(CONFIGURE OUTPUT ${hopper_source} CONTENT
+         "// Generated: ${ARG_HOPPER_KERNEL} compiled by the host compiler for the CPU SIMT backend.\n#include \"${CMAKE_CURRENT_SOURCE_DIR}/${ARG_HOPPER_KERNEL}\"\n")
+    list(APPEND cpu_source ${hopper_source})
+  endif()
   add_library(${name}_cpu OBJECT ${cpu_source})
   target_link_libraries(${name}_cpu PRIVATE attn_kernel_deps attn_simt)
   # CUDA code reinterprets memory freely (16-byte vector loads of half arrays); tell the host
@@ -54,6 +77,7 @@ function(attn_add_step name)
 
   add_library(${name}_lib STATIC ${ARG_INFO} ${gpu_objects} $<TARGET_OBJECTS:${name}_cpu>)
   target_link_libraries(${name}_lib PUBLIC attn_common)
+  set_source_files_properties(${ARG_INFO} PROPERTIES COMPILE_DEFINITIONS ATTN_HAVE_SM90A=${have_sm90a})
   attn_warnings(${name}_lib)
 
   add_executable(${name} ${ARG_MAIN})

@@ -289,6 +289,9 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
   std::string variant = opt.variant;
   if (variant.empty() && !variants.empty())
     variant = step.default_variant ? step.default_variant(*be) : variants.front();
+  if (step.variant_unavailable)
+    if (const std::string why = step.variant_unavailable(*be, variant); !why.empty())
+      return invalid(step.name + ": " + why);
 
   ResultRow& row = out.row;
   row.step = step.name + (variant.empty() ? "" : "[" + variant + "]");

@@ -47,6 +47,8 @@ struct StepInfo {
   std::vector<std::string> variants = {};
   // The variant used when --variant is not given, on the chosen backend; nullptr: the first one.
   std::string (*default_variant)(Backend& backend) = nullptr;
+  // Why a variant cannot run on this backend ("" if it can): invalid input, exit 2.
+  std::string (*variant_unavailable)(Backend& backend, const std::string& variant) = nullptr;
 };
 
 // A problem on a backend: inputs uploaded, outputs allocated and poisoned (so that anything a step

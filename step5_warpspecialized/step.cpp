@@ -1,21 +1,65 @@
 // What this step is, for its main() and for the tests.
+#include "common/arch.h"
 #include "common/harness.h"
 
 namespace step5 {
 namespace cpu {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
-}
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}  // namespace cpu
 namespace gpu {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}  // namespace gpu
+
+namespace {
+// Two kernels: the sm_80 producer/consumer kernel (attention.cu), which runs on every GPU from
+// sm_80 on, and the Hopper one (attention_sm90a.cu). The CPU backend runs either.
+void run_cpu(const attn::AttentionParams& p, attn::RunContext& ctx) {
+  if (ctx.variant == "sm90a")
+    cpu::run_sm90a(p, ctx);
+  else
+    cpu::run(p, ctx);
 }
 
-// The kernels are instantiated for these head dims only (attn::dispatch_head_dim). One variant so
-// far: the sm_80 producer/consumer kernel, which runs on every GPU from sm_80 on.
+#if ATTN_HAVE_GPU
+void run_gpu(const attn::AttentionParams& p, attn::RunContext& ctx) {
+#if ATTN_HAVE_SM90A
+  if (ctx.variant == "sm90a") return gpu::run_sm90a(p, ctx);
+#endif
+  gpu::run(p, ctx);
+}
+#endif
+
+// On a GPU: the Hopper kernel on compute capability 9.0 when this build holds sm_90a code,
+// otherwise the sm_80 one. On the CPU backend: sm80 (both run; --variant sm90a picks the other).
+std::string default_variant(attn::Backend& backend) {
+  if (backend.name() == "gpu" && ATTN_HAVE_SM90A && attn::compute_capability(backend).is_sm90a())
+    return "sm90a";
+  return "sm80";
+}
+
+std::string unavailable(attn::Backend& backend, const std::string& variant) {
+  if (variant != "sm90a" || backend.name() != "gpu") return "";
+  if (!ATTN_HAVE_SM90A)
+    return "--variant sm90a: this build has no sm_90a code (configure with "
+           "-DCMAKE_CUDA_ARCHITECTURES containing 90a)";
+  const attn::ComputeCapability cc = attn::compute_capability(backend);
+  if (!cc.is_sm90a())
+    return "--variant sm90a: needs a compute capability 9.0 GPU (this one is " +
+           std::to_string(cc.major) + "." + std::to_string(cc.minor) + "); use --variant sm80";
+  return "";
+}
+}  // namespace
+
+// The kernels are instantiated for these head dims only (attn::dispatch_head_dim).
 attn::StepInfo info() {
   return {.name = "step5_warpspecialized",
-          .cpu = &cpu::run,
-          .gpu = ATTN_GPU_RUN(gpu::run),
+          .cpu = &run_cpu,
+          .gpu = ATTN_GPU_RUN(run_gpu),
           .head_dims = {64, 80, 96, 128},
-          .variants = {"sm80"}};
+          .variants = {"sm80", "sm90a"},
+          .default_variant = &default_variant,
+          .variant_unavailable = &unavailable};
 }
 }  // namespace step5

@@ -570,6 +570,37 @@ TEST_CASE("sm90: generic stores need fence.proxy.async before wgmma; wgmma needs
 }
 
 namespace {
+// Accumulators a wgmma owns until the wait that retires it (PTX ISA: accessing them before that
+// wait is undefined): which 0 waits first; which 1 writes an accumulator before the wait (the
+// masking of a softmax that skipped its wait).
+__global__ void wgmma_owned_registers(int which, float* out) {
+  auto* s = attn::shared_memory<uint16_t>();
+  for (int x = threadIdx.x; x < (64 + 8) * 16; x += blockDim.x) s[x] = 0x3C00;
+  attn::fence_proxy_async_shared();
+  __syncthreads();
+  const uint64_t db = attn::make_wgmma_desc(s + 64 * 16, 128, 256, attn::WgmmaSwizzle::none);
+  float d[4] = {};
+  uint32_t a[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+  attn::wgmma_fence();
+  attn::wgmma_rs<8, __half>(d, a, db, false);
+  attn::wgmma_commit();
+  if (which == 1) d[threadIdx.x % 4] = -INFINITY;
+  attn::wgmma_wait<0>();
+  out[threadIdx.x] = d[0];
+}
+}  // namespace
+
+TEST_CASE("sm90: a wgmma's accumulators are its own until its wait_group", "[ptx][sm90]") {
+  DeviceBuf<float> out(128);
+  const attn::LaunchConfig cfg{dim3(1), dim3(128), (64 + 8) * 32};
+  launch(wgmma_owned_registers, cfg, 0, out.ptr);
+  for (int t = 0; t < 128; ++t) REQUIRE(out.ptr[t] == 16.0f);
+  CHECK_THROWS_WITH(
+      launch(wgmma_owned_registers, cfg, 1, out.ptr),
+      Contains("was written before this wait retired it") && Contains("test_ptx_sm90.cpp"));
+}
+
+namespace {
 // Three groups chained on one accumulator: each wgmma adds 16 (ones times ones over k = 16); the
 // accumulator stays poison until the wait that retires the newest of them.
 __global__ void wgmma_chain(float* out) {
@@ -721,7 +752,8 @@ constexpr int kStages = 2, kTiles = 4;
 // D (64 x 64) = sum over tiles t of A_t B_t^T, each A_t, B_t a 64 x 64 K-major tile in 128-byte
 // swizzle. full[s]: the producer's arrive.expect_tx plus the TMA bytes; empty[s]: the 128 consumer
 // threads release the slot. bug 1: the producer waits on "empty" with the consumer's parity (its
-// first pass then blocks forever); bug 2: the consumer waits on the wrong parity; bug 3: the
+// first pass then blocks forever); bug 2: the consumer waits on the wrong parity (its wgmma reads
+// a TMA destination that has not landed); bug 3: the
 // producer never waits on "empty" (it refills slots still being read); bug 4: the consumer releases
 // the slot before the wgmma reading it has been waited for.
 __global__ void ring(const attn::TensorMap mA, const attn::TensorMap mB, int bug, float* D) {
@@ -807,14 +839,17 @@ TEST_CASE("sm90: a TMA + mbarrier ring feeding wgmma, and the bugs it is built t
     CHECK_THROWS_WITH(
         launch(ring, cfg, mA, mB, 1, D.ptr),
         Contains("deadlock") && Contains("mbarrier.try_wait.parity 0 on mbarrier empty[0]"));
-    launch(ring, cfg, mA, mB, 2, D.ptr);
-    CHECK(std::isnan(D.ptr[0]));
+    CHECK_THROWS_WITH(launch(ring, cfg, mA, mB, 2, D.ptr),
+                      Contains("is the destination of the TMA load issued at") &&
+                          Contains("has not landed") && Contains("test_ptx_sm90.cpp"));
     bool wrong = false;
     try {
       launch(ring, cfg, mA, mB, 3, D.ptr);
       for (int x = 0; x < 64 * 64; ++x) wrong |= std::isnan(D.ptr[x]);
     } catch (const simt::KernelError& e) {
-      wrong = std::string(e.what()).find("more arrivals") != std::string::npos;
+      const std::string what = e.what();
+      wrong = what.find("more arrivals") != std::string::npos ||
+              what.find("has not landed") != std::string::npos;
       INFO(e.what());
     }
     CHECK(wrong);

@@ -100,6 +100,7 @@ STEP_MATRIX_TESTS("step4_tensorcore")
   }
 
 STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm80")
+STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm90a")
 
 TEST_CASE("steps 1 and 2 keep S and P in global memory: one Sq x Sk FP32 buffer", "[steps]") {
   // The contrast step 3 draws: the unfused steps' only scratch buffer holds all of S.
@@ -461,5 +462,88 @@ TEST_CASE("step5 faults in the ring are reported with the kernel line", "[step5_
              (r.message.find("has not landed") != std::string::npos &&
               r.message.find("issued into them at " + refill) != std::string::npos)));
     }
+  }
+}
+
+// ---- step5's Hopper kernel: TMA, wgmma, the ring and the ping-pong, with planted faults
+// ----------
+
+namespace {
+
+constexpr const char* kStep5Hopper = "step5_warpspecialized/attention_sm90a.cu";
+
+// The Hopper kernel on a problem whose ring wraps three times (10 K/V tiles, 3 slots) and whose
+// 70 query rows reach both consumer warpgroups; scale < 0 folds the sign into Q in shared memory.
+attn::RunOutcome run_sm90a(const std::string& schedule, float scale = 0.0f) {
+  attn::Options o;
+  o.problem = attn_test::make(1, 2, 1, 70, 600, 64, attn::DType::fp16, true);
+  if (scale != 0.0f) o.problem.scale = scale;
+  o.iters = 1;
+  o.warmup = 0;
+  o.backend = "cpu";
+  o.schedule = schedule;
+  o.variant = "sm90a";
+  return attn::run_step(step_named("step5_warpspecialized"), o);
+}
+
+// Runs it with `fault` injected at the first line of attention_sm90a.cu containing `text`; the run
+// must fail. Returns the report (the message, or the check's first failure).
+std::string sm90a_fault(const std::string& text, simt::testing::Fault fault,
+                        const std::string& schedule, float scale = 0.0f) {
+  const int line = line_of(kStep5Hopper, text);
+  REQUIRE(line > 0);
+  simt::testing::fault_at(kStep5Hopper, line, fault);
+  const attn::RunOutcome r = run_sm90a(schedule, scale);
+  simt::testing::fault_at(nullptr, 0, fault);
+  INFO(text << ": " << r.message << "\n" << r.row.check.first_failure);
+  CHECK(r.exit_code == 1);
+  return r.message + "\n" + r.row.check.first_failure;
+}
+
+std::string sm90a_line(const std::string& text) {
+  return "attention_sm90a.cu:" + std::to_string(line_of(kStep5Hopper, text));
+}
+
+}  // namespace
+
+TEST_CASE("step5 sm90a runs by name and records its variant", "[step5_warpspecialized]") {
+  for (float scale : {0.0f, -0.2f}) {
+    const attn::RunOutcome r = run_sm90a("greedy", scale);
+    INFO(r.message << "\n" << r.row.check.first_failure);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.row.step == "step5_warpspecialized[sm90a]");
+  }
+}
+
+TEST_CASE("step5 sm90a faults in the ring, wgmma and the proxy are reported with the kernel line",
+          "[step5_warpspecialized]") {
+  using simt::testing::Fault;
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    INFO(schedule);
+    // A consumer that never releases a slot: the producer waits on "empty" forever.
+    std::string r = sm90a_fault("mbarrier_arrive(&empty[prev])", Fault::skip, schedule);
+    CHECK_THAT(r, Catch::Contains("deadlock") && Catch::Contains("mbarrier empty") &&
+                      Catch::Contains(sm90a_line("wait_parity(&empty[s]")));
+    // A producer that refills a slot without waiting for "empty": TMA overwrites K or V while a
+    // wgmma still reads it, or a "full" phase completes twice under a waiting consumer.
+    r = sm90a_fault("wait_parity(&empty[s]", Fault::skip, schedule);
+    CHECK_THAT(r, Catch::Contains(kStep5Hopper) &&
+                      (Catch::Contains("deadlock") || Catch::Contains("has not landed") ||
+                       Catch::Contains("changed before this wait retired it")));
+    // The producer waiting on the consumers' parity: its first lap blocks on a fresh barrier.
+    r = sm90a_fault("wait_parity(&empty[s]", Fault::flip_parity, schedule);
+    CHECK_THAT(r,
+               Catch::Contains("deadlock") && Catch::Contains(sm90a_line("wait_parity(&empty[s]")));
+    // A consumer waiting on the wrong parity of "full" reads a slot before its TMA landed.
+    r = sm90a_fault("wait_parity(&full[s], n / kStages", Fault::flip_parity, schedule);
+    CHECK_THAT(r, Catch::Contains("has not landed") &&
+                      Catch::Contains(sm90a_line("attn::tma_load_3d(k_slot")));
+    // The softmax using S before the wgmma that computes it has retired (the mask writes it).
+    r = sm90a_fault("wgmma_wait<1>()", Fault::skip, schedule);
+    CHECK_THAT(r, Catch::Contains("was written before this wait retired it") &&
+                      Catch::Contains(sm90a_line("attn::wgmma_ss<Bc, T>")));
+    // Q's sign flipped by ordinary stores, then read by wgmma without fence.proxy.async.
+    r = sm90a_fault("fence_proxy_async_shared()", Fault::skip, schedule, -0.2f);
+    CHECK_THAT(r, Catch::Contains("fence.proxy.async") && Catch::Contains(kStep5Hopper));
   }
 }

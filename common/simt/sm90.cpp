@@ -103,11 +103,17 @@ struct OperandSnapshot {
 };
 
 struct WgmmaPending {
-  float* d;
-  int count;
+  float* d = nullptr;
+  int count = 0;
   std::vector<float> result;
   std::shared_ptr<OperandSnapshot> read;
+  where_t issued_at;
 };
+
+// What a pending wgmma's accumulators hold until the wait_group that retires it: a quiet NaN
+// with a payload of its own, so that a write to them in between (undefined behaviour in the PTX
+// ISA, as is a read) is told apart at the wait. A read cannot be seen; it reads NaN.
+constexpr uint32_t kPendingAccumulator = 0x7fc0deadu;
 
 // One warpgroup's rendezvous for its .sync.aligned collectives (wgmma, setmaxnreg).
 struct WarpgroupSlot {
@@ -143,6 +149,10 @@ struct ThreadState {
 struct Sm90Block final : detail::BlockExtension {
   std::map<uint32_t, MBarrier> barriers;
   std::vector<unsigned char> async_view;  // shared memory as the async proxy sees it
+  // Per 16-byte chunk of shared memory: the TMA load in flight into it (an index into tma_sites),
+  // or -1, so that a wgmma reading it before it landed is named.
+  std::vector<int32_t> tma_chunk;
+  std::vector<where_t> tma_sites;
   std::vector<std::unique_ptr<WarpgroupSlot>> warpgroups;
   std::vector<ThreadState> threads;
   int64_t pool = 0, pool_free = 0;
@@ -178,6 +188,7 @@ Sm90Block& ext() {
   const int n = detail::block_threads();
   // The async proxy has seen shared memory as the block started: all poison.
   made->async_view.assign(detail::dynamic_shared_memory_bytes(), 0xFF);
+  made->tma_chunk.assign(detail::dynamic_shared_memory_bytes() / 16 + 1, -1);
   made->threads.resize(n);
   made->warpgroups.resize((n + 127) / 128);
   const int entry = g_entry_registers.load();
@@ -211,7 +222,10 @@ void land(const Landing& l) {
   for (size_t c = 0; c < l.chunk_addr.size(); ++c) {
     std::memcpy(smem_at(l.chunk_addr[c]), &l.bytes[16 * c], 16);
     detail::async_landed(smem_at(l.chunk_addr[c]));  // a cp.async chunk is no longer pending
-    if (l.async) std::memcpy(&e.async_view[l.chunk_addr[c]], &l.bytes[16 * c], 16);
+    if (l.async) {
+      std::memcpy(&e.async_view[l.chunk_addr[c]], &l.bytes[16 * c], 16);
+      e.tma_chunk[l.chunk_addr[c] / 16] = -1;
+    }
   }
 }
 
@@ -436,9 +450,11 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
     l.chunk_addr.push_back(swizzle_address(base + uint32_t(16 * c), map->swizzle));
   // Poison the destination now (in both proxies' views): it reads as NaN until the copy lands.
   Sm90Block& e = ext();
+  e.tma_sites.push_back(where);
   for (uint32_t a : l.chunk_addr) {
     std::memset(smem_at(a), 0xFF, 16);
     std::memset(&e.async_view[a], 0xFF, 16);
+    e.tma_chunk[a / 16] = static_cast<int32_t>(e.tma_sites.size() - 1);
   }
   b.inflight.push_back(std::move(l));
   b.inflight_bytes += static_cast<int64_t>(bytes);
@@ -508,6 +524,12 @@ float element(uint32_t addr, WgmmaType t, const char* which, const where_t& wher
             std::string("matrix ") + which + " reads shared address " + hex(addr) +
                 " outside the block's shared memory");
   const unsigned char* p = smem_at(addr);
+  if (const int32_t site = e.tma_chunk[addr / 16]; site >= 0)
+    fail_at(kWgmma, where,
+            std::string("matrix ") + which + " at shared " + hex(addr) +
+                " is the destination of the TMA load issued at " + loc(e.tma_sites[size_t(site)]) +
+                ", which has not landed (its mbarrier phase has not completed: a missing wait, "
+                "or a wait on the wrong parity)");
   if (std::memcmp(p, &e.async_view[addr], 2) != 0)
     fail_at(kWgmma, where,
             std::string("matrix ") + which + " at shared " + hex(addr) +
@@ -651,9 +673,12 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
       }
     }
   });
-  WgmmaPending p{d, n / 2, std::vector<float>(g.out[me], g.out[me] + n / 2), g.read};
+  WgmmaPending p;
+  p.d = d, p.count = n / 2, p.read = g.read, p.issued_at = where;
+  p.result.assign(g.out[me], g.out[me] + n / 2);
   ts.open.push_back(std::move(p));
-  for (int i = 0; i < n / 2; ++i) d[i] = std::nanf("");  // undefined until the wait: poison
+  for (int i = 0; i < n / 2; ++i)  // undefined until the wait: poison
+    std::memcpy(&d[i], &kPendingAccumulator, sizeof(float));
 }
 
 void wgmma_commit_group(const where_t&) {
@@ -680,6 +705,21 @@ void wgmma_wait_group(int n, const where_t& where) {
     detail::wait_until(third_look, &looks, "wgmma.wait_group", where);
   }
   while (static_cast<int>(ts.groups.size()) > n) {
+    // The accumulators of the group's wgmmas must still hold the poison: written in between,
+    // they were used before their wait. (The A fragment registers are not checked: a C++ variable
+    // of the next iteration may reuse their storage, where ptxas gives it other registers.)
+    for (const WgmmaPending& p : ts.groups.front()) {
+      for (int i = 0; i < p.count; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &p.d[i], sizeof bits);
+        if (bits != kPendingAccumulator)
+          fail_at("wgmma.wait_group", where,
+                  "accumulator " + std::to_string(i) + " of the wgmma issued at " +
+                      loc(p.issued_at) +
+                      " was written before this wait retired it (a missing or too late "
+                      "wgmma.wait_group)");
+      }
+    }
     for (const WgmmaPending& p : ts.groups.front()) {
       // The operands are read as late as possible: checked when the warpgroup's last thread
       // retires the wgmma.

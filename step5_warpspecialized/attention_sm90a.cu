@@ -1,0 +1,401 @@
+// Step 5 (sm_90a variant): FlashAttention-3's structure on Hopper.
+//
+//   attention_kernel_sm90a   three warpgroups of 128 threads. Warpgroup 0 is the producer: one
+//                            elected thread issues TMA tile loads (Q once, then K and V tiles into
+//                            a ring of kStages slots), crediting each slot's "full" mbarrier with
+//                            the bytes it expects. Warpgroups 1 and 2 are consumers, 64 query rows
+//                            each (Br = 128): S = Q K^T with wgmma from shared memory, the online
+//                            softmax on the accumulator fragments, O += P V with wgmma taking P
+//                            from registers, and an arrival on the slot's "empty" mbarrier.
+//
+// What changes from the sm_80 variant (attention.cu), one idea each:
+// - TMA instead of cp.async: one thread copies a whole box (64 columns x Bc rows) described by a
+//   tensor map built on the host; the hardware swizzles it (128-byte pattern) and zero-fills rows
+//   past the end of the tensor. The slot's mbarrier completes when its expected bytes have landed.
+// - wgmma instead of mma.sync: a warpgroup multiplies 64 rows at once, asynchronously; operands
+//   come from shared memory through 64-bit descriptors (no ldmatrix), the accumulators stay in
+//   registers in mma.sync's C layout, and wgmma.wait_group says when they may be read.
+// - setmaxnreg: the producer needs few registers, the consumers many. The kernel starts at 168
+//   per thread (65536 / 384); the producer gives back down to 40 and the consumers take 232.
+// - Ping-pong: the two consumer warpgroups take turns issuing their GEMMs (named barriers 1, 2),
+//   so that one warpgroup's softmax runs while the other's wgmmas occupy the tensor cores.
+// - Intra-warpgroup overlap: tile n's S = Q K^T is issued together with tile n-1's O += P V, and
+//   tile n's softmax starts as soon as S is done, while P V still runs.
+//
+//   ring item:  0 (K0 V0)   1 (K1 V1)   2 (K2 V2)   3 (K3 V3) ...   Q has its own mbarrier.
+//   slot:       0           1           2           0         ...   item % kStages
+//   phase:      0           0           0           1         ...   item / kStages % 2
+//
+// Shared tiles are [rows][64] blocks of 16-bit elements, 128 bytes per row, in TMA's 128-byte
+// swizzle (16-byte chunk c of row r at chunk c ^ (r % 8), the layout sm_80's kernel builds by
+// hand). Head dims past 64 use a second block, zero-filled past D by TMA.
+#include "common/ptx.h"
+#include "common/tensor_map.h"
+#include "common/tiles.h"
+
+#include <type_traits>
+
+// The kernel exists for sm_90a (and the CPU backend, which emulates it); an nvcc pass for any other
+// architecture compiles an empty body (this file is only built for 90a, see cmake/AttnStep.cmake).
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define STEP5_HOPPER_BODY 1
+#else
+#define STEP5_HOPPER_BODY 0
+#endif
+
+namespace step5::ATTN_BACKEND_NS {
+
+using attn::AttentionParams;
+
+namespace sm90a {
+
+constexpr int kConsumerGroups = 2;                      // warpgroups 1 and 2
+constexpr int kThreads = 128 * (1 + kConsumerGroups);   // the producer is warpgroup 0
+constexpr int Br = 64 * kConsumerGroups;                // query rows per block
+constexpr int Bc = 64;                                  // keys per tile
+constexpr int kConsumers = 128 * kConsumerGroups;       // threads that arrive on "empty"
+constexpr int kStages = 3;                              // ring slots, each a K tile and a V tile
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40 * 128 + 232 * 256 = 168 * 384
+constexpr int kTurnBarrier = 1;   // named barriers 1, 2: the consumers' turns to issue GEMMs
+constexpr int kGroupBarrier = 3;  // named barriers 3, 4: one consumer warpgroup's 128 threads
+static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <=
+                  65536 / kThreads / 8 * 8 * kThreads,
+              "setmaxnreg: the roles' registers must fit the block's pool");
+
+template <int D>
+struct Smem {
+  static constexpr int kBlocks = (D + 63) / 64;           // 64-column blocks of a tile
+  static constexpr int kQ = kBlocks * Br * 64;            // elements of Q
+  static constexpr int kTile = kBlocks * Bc * 64;         // elements of one K or V tile
+  static constexpr int kSlot = 2 * kTile;                 // a ring slot: K, then V
+  static constexpr int kElements = kQ + kStages * kSlot;  // then the mbarriers
+  static constexpr uint32_t kQBytes = kQ * 2, kSlotBytes = kSlot * 2;
+};
+
+// A descriptor for `bytes` further into shared memory: the start address is bits 0-13 of the
+// descriptor in 16-byte units, and shared addresses stay below 2^18, so it is an addition.
+__device__ __forceinline__ uint64_t desc_plus(uint64_t desc, uint32_t bytes) {
+  return desc + (bytes >> 4);
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2_residual(float lo, float hi, uint32_t packed) {
+  const unsigned short l = packed & 0xffffu, h = packed >> 16;
+  if constexpr (std::is_same_v<T, __half>)
+    return attn::pack2<T>(lo - __half2float(__ushort_as_half(l)),
+                          hi - __half2float(__ushort_as_half(h)));
+  else
+    return attn::pack2<T>(lo - __bfloat162float(__ushort_as_bfloat16(l)),
+                          hi - __bfloat162float(__ushort_as_bfloat16(h)));
+}
+
+}  // namespace sm90a
+
+// map_q: Q as [B * H][Sq][D]; map_k, map_v: K and V as [B * Hkv][Sk][D] (dimension 0 innermost,
+// boxes of 64 columns x Br or Bc rows, 128-byte swizzle).
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(sm90a::kThreads, 1)
+    attention_kernel_sm90a(const AttentionParams p, const __grid_constant__ attn::TensorMap map_q,
+                           const __grid_constant__ attn::TensorMap map_k,
+                           const __grid_constant__ attn::TensorMap map_v) {
+#if STEP5_HOPPER_BODY
+  using namespace sm90a;
+  using S = Smem<D>;
+  T* q_smem = attn::shared_memory<T>();  // [kBlocks][Br][64], then the ring: [kStages][K, V]
+  T* ring = q_smem + S::kQ;
+  uint64_t* full = reinterpret_cast<uint64_t*>(q_smem + S::kElements);
+  uint64_t* empty = full + kStages;  // full[s]: slot s has landed; empty[s]: slot s was read
+  uint64_t* q_full = empty + kStages;
+  const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
+  const int i0 = blockIdx.y * Br;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int block_end = attn::tile_keys_end(p, b, i0, Br);
+  const int n_tiles = (block_end + Bc - 1) / Bc;
+
+  if (threadIdx.x == 0) {
+    attn::mbarrier_init(q_full, 1);
+    attn::mbarrier_label(q_full, "q_full");
+    for (int s = 0; s < kStages; ++s) {
+      attn::mbarrier_init(&full[s], 1);  // the producer's arrive.expect_tx, then the TMA bytes
+      attn::mbarrier_init(&empty[s], kConsumers);
+      attn::mbarrier_label(&full[s], "full");
+      attn::mbarrier_label(&empty[s], "empty");
+    }
+  }
+  __syncthreads();  // the barriers exist before anyone uses them (the block's only __syncthreads)
+
+  if (warp < 4) {  // the producer warpgroup: one thread issues every copy
+    attn::setmaxnreg_dec<kProducerRegs>();
+    if (warp == 0 && attn::elect_one()) {
+      const int kv_bh = b * p.heads_kv + attn::kv_head(p, h);
+      attn::mbarrier_arrive_expect_tx(q_full, S::kQBytes);
+      for (int blk = 0; blk < S::kBlocks; ++blk)
+        attn::tma_load_3d(q_smem + blk * Br * 64, &map_q, q_full, 64 * blk, i0, blockIdx.z);
+      for (int n = 0; n < n_tiles; ++n) {
+        const int s = n % kStages;
+        attn::mbarrier_wait_parity(&empty[s], (n / kStages % 2) ^ 1);  // the slot was read
+        attn::mbarrier_arrive_expect_tx(&full[s], S::kSlotBytes);
+        T* k_slot = ring + s * S::kSlot;
+        for (int blk = 0; blk < S::kBlocks; ++blk) {
+          attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, n * Bc, kv_bh);
+          attn::tma_load_3d(k_slot + S::kTile + blk * Bc * 64, &map_v, &full[s], 64 * blk, n * Bc,
+                            kv_bh);
+        }
+      }
+    }
+    return;
+  }
+
+  attn::setmaxnreg_inc<kConsumerRegs>();
+  const int group = warp / 4 - 1;  // consumer warpgroup 0 or 1: rows 64 group .. 64 group + 63
+  const int w = warp % 4;          // this warp's 16 rows of them, as in mma.sync's layout
+  const int g = lane / 4, t = lane % 4;
+  const int row0 = 64 * group + 16 * w + g;  // this lane's rows in the block: row0, row0 + 8
+  const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
+  int end[2];
+  for (int half = 0; half < 2; ++half) end[half] = attn::row_keys_end(p, b, i0 + row0 + 8 * half);
+  const int n_unmasked = attn::row_keys_end(p, b, i0) / Bc;
+  const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
+
+  attn::mbarrier_wait_parity(q_full, 0);  // Q has landed
+  T* q_group = q_smem + group * 64 * 64;  // this warpgroup's 64 rows, in each 64-column block
+  if (p.scale < 0.0f) {
+    // A negative scale is folded into Q (sign bits flipped, see step 4), here in shared memory,
+    // which wgmma reads through the async proxy: the generic stores must be fenced, and every
+    // warp of the warpgroup must have fenced its stores before any of them issues a wgmma.
+    for (int blk = 0; blk < S::kBlocks; ++blk) {
+      uint4* q4 = reinterpret_cast<uint4*>(q_group + blk * Br * 64);
+      for (int x = threadIdx.x % 128; x < 64 * 64 * 2 / 16; x += 128) {
+        uint4 v = q4[x];
+        v.x ^= 0x80008000u, v.y ^= 0x80008000u, v.z ^= 0x80008000u, v.w ^= 0x80008000u;
+        q4[x] = v;
+      }
+    }
+    attn::fence_proxy_async_shared();
+    attn::named_barrier_sync(kGroupBarrier + group, 128);
+  }
+  const float c = online_softmax::scale_log2(p.scale);  // |scale| * log2(e)
+
+  // Descriptors (attn::make_wgmma_desc): K-major A (Q) and B (K) in 128-byte swizzle, 8-row groups
+  // 1024 bytes apart; k-block kb (16 columns) starts 32 bytes further within a 64-column block.
+  // V is B of P V, MN-major (d contiguous): 16 keys per k-block are 16 rows of 128 bytes, the
+  // next 64 columns of d are the next block (leading byte offset Bc * 128).
+  const uint64_t q_desc = attn::make_wgmma_desc(q_group, 16, 1024, attn::WgmmaSwizzle::b128);
+  const uint64_t k_desc = attn::make_wgmma_desc(ring, 16, 1024, attn::WgmmaSwizzle::b128);
+  const uint64_t v_desc =
+      attn::make_wgmma_desc(ring + S::kTile, Bc * 128, 1024, attn::WgmmaSwizzle::b128);
+
+  float o_acc[D / 2] = {};  // O: 64 x D per warpgroup; o_acc[4 dt + i] is step 4's o_acc[dt][i]
+  float s_acc[Bc / 2];      // S: 64 x Bc per warpgroup; s_acc[4 nt + i] is step 4's s[nt][i]
+  uint32_t p_frag[Bc / 16][4];
+  [[maybe_unused]] uint32_t p_lo[kDropout ? Bc / 16 : 1][4];
+  online_softmax::State<float> state[2] = {online_softmax::init<float>(),
+                                           online_softmax::init<float>()};
+  float alpha[2] = {1.0f, 1.0f};
+
+  // The ping-pong: turn k of this warpgroup waits for the other's turn k - 1 (warpgroup 0 goes
+  // first) and ends by letting the other go. Both warpgroups take n_tiles + 1 turns.
+  const int n_turns = n_tiles + 1;
+  int turn = 0;
+  auto turn_begin = [&] {
+    if (group == 1 || turn > 0) attn::named_barrier_sync(kTurnBarrier + group, 2 * 128);
+  };
+  auto turn_end = [&] {
+    if (group == 0 || turn + 1 < n_turns)
+      attn::named_barrier_arrive(kTurnBarrier + (1 - group), 2 * 128);
+    ++turn;
+  };
+  // S = Q K^T of the tile in slot s: D / 16 wgmmas of 64 x Bc x 16, one group.
+  auto issue_s = [&](int s) {
+#pragma unroll
+    for (int kb = 0; kb < D / 16; ++kb) {
+      const uint32_t col = (kb % 4) * 32;  // bytes: 16 columns within a 64-column block
+      attn::wgmma_ss<Bc, T>(s_acc, sm90a::desc_plus(q_desc, (kb / 4) * Br * 128 + col),
+                            sm90a::desc_plus(k_desc, s * S::kSlotBytes + (kb / 4) * Bc * 128 + col),
+                            kb > 0);
+    }
+    attn::wgmma_commit();
+  };
+  // O += P V of the tile in slot s: Bc / 16 wgmmas of 64 x D x 16 with P from registers.
+  auto issue_pv = [&](int s) {
+#pragma unroll
+    for (int kc = 0; kc < Bc / 16; ++kc) {
+      const uint64_t vd = sm90a::desc_plus(v_desc, s * S::kSlotBytes + kc * 16 * 128);
+      attn::wgmma_rs<D, T, true>(o_acc, p_frag[kc], vd, true);
+      if constexpr (kDropout) attn::wgmma_rs<D, T, true>(o_acc, p_lo[kc], vd, true);
+    }
+    attn::wgmma_commit();
+  };
+
+  // The softmax of tile n, in two parts. First (S has retired): mask, row maxima, the new running
+  // maxima and the factor alpha by which O must be rescaled.
+  auto softmax_max = [&](int n, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
+    const int j0 = n * Bc;
+    float tile_max[2];
+#pragma unroll
+    for (int i = 0; i < Bc / 2; ++i) {
+      if constexpr (kMasked)
+        if (j0 + 8 * (i / 4) + 2 * t + i % 2 >= end[i % 4 / 2]) s_acc[i] = -INFINITY;
+      tile_max[i % 4 / 2] = i < 4 && i % 2 == 0 ? s_acc[i] : fmaxf(tile_max[i % 4 / 2], s_acc[i]);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      alpha[half] = online_softmax::rescale_to2<kMasked>(
+          state[half], attn::row_max<4>(tile_max[half]), c, attn::exp2_ftz);
+  };
+  // Second (the previous P V has retired, so O and P's registers are free): rescale O, and P.
+  auto softmax_p = [&](int n, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
+    [[maybe_unused]] uint32_t keep = 0;
+    if constexpr (kDropout) {
+      const int j0 = n * Bc;
+#pragma unroll 1
+      for (int nt = 0; nt < Bc / 8; ++nt) {
+#pragma unroll 1
+        for (int half = 0; half < 2; ++half) {
+          bool keep0, keep1;
+          attn::dropout_keep_pair(drop, b, h, i0 + row0 + 8 * half, j0 + nt * 8 + 2 * t, keep0,
+                                  keep1);
+          keep |= uint32_t(keep0) << (4 * nt + 2 * half);
+          keep |= uint32_t(keep1) << (4 * nt + 2 * half + 1);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o_acc[i] *= alpha[i % 4 / 2];
+    float neg_mc[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      neg_mc[half] = online_softmax::neg_scaled_max<kMasked>(state[half], c);
+#pragma unroll
+    for (int nt = 0; nt < Bc / 8; ++nt) {
+      float pr[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        pr[i] = online_softmax::prob2(s_acc[4 * nt + i], c, neg_mc[i / 2], attn::exp2_ftz);
+        state[i / 2].l += pr[i];
+      }
+      if constexpr (kDropout) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (!(keep >> (4 * nt + i) & 1u)) pr[i] = 0.0f;
+      }
+      // The accumulator layout of S is the A-fragment layout of P, as with mma.sync.
+      p_frag[nt / 2][2 * (nt % 2)] = attn::pack2<T>(pr[0], pr[1]);
+      p_frag[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(pr[2], pr[3]);
+      if constexpr (kDropout) {
+        p_lo[nt / 2][2 * (nt % 2)] =
+            sm90a::pack2_residual<T>(pr[0], pr[1], p_frag[nt / 2][2 * (nt % 2)]);
+        p_lo[nt / 2][2 * (nt % 2) + 1] =
+            sm90a::pack2_residual<T>(pr[2], pr[3], p_frag[nt / 2][2 * (nt % 2) + 1]);
+      }
+    }
+  };
+
+  // Tile n > 0: issue S_n = Q K_n^T and O += P_{n-1} V_{n-1} in this warpgroup's turn; the
+  // softmax of S_n starts when S_n retires (wait_group 1: the P V group may still run); the slot
+  // of tile n - 1 is released once P V has retired too.
+  auto tile = [&](int n, auto masked) {
+    const int s = n % kStages, prev = (n - 1) % kStages;
+    attn::mbarrier_wait_parity(&full[s], n / kStages % 2);  // tile n has landed
+    turn_begin();
+    attn::wgmma_fence();  // P, O and S were written by ordinary instructions since the last wgmma
+    issue_s(s);
+    issue_pv(prev);
+    turn_end();
+    attn::wgmma_wait<1>();  // S_n has retired
+    softmax_max(n, masked);
+    attn::wgmma_wait<0>();                // P_{n-1} V_{n-1} has retired
+    attn::mbarrier_arrive(&empty[prev]);  // this thread is done with tile n - 1's slot
+    softmax_p(n, masked);
+  };
+
+  if (n_tiles > 0) {
+    // Tile 0: S_0 alone, then its softmax (O is still zero).
+    attn::mbarrier_wait_parity(&full[0], 0);
+    turn_begin();
+    attn::wgmma_fence();
+    issue_s(0);
+    turn_end();
+    attn::wgmma_wait<0>();
+    if (n_unmasked > 0) {
+      softmax_max(0, std::false_type{});
+      softmax_p(0, std::false_type{});
+    } else {
+      softmax_max(0, std::true_type{});
+      softmax_p(0, std::true_type{});
+    }
+    int n = 1;
+    for (; n < min(n_unmasked, n_tiles); ++n) tile(n, std::false_type{});
+    for (; n < n_tiles; ++n) tile(n, std::true_type{});
+    // The last tile's O += P V.
+    turn_begin();
+    attn::wgmma_fence();
+    issue_pv((n_tiles - 1) % kStages);
+    turn_end();
+    attn::wgmma_wait<0>();
+    attn::mbarrier_arrive(&empty[(n_tiles - 1) % kStages]);
+  }
+
+  // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators.
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    state[half].l = attn::row_sum<4>(state[half].l);
+    if (end[half] == 0) state[half] = online_softmax::init<float>();
+    const int r = row0 + 8 * half;
+    if (i0 + r >= p.seqlen_q) continue;
+    const float inv_l = online_softmax::inv_sum(state[half]) * (kDropout ? drop.scale : 1.0f);
+    T* o = static_cast<T*>(p.o) + (q_row0 + r) * D;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+      *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
+          attn::pack2<T>(o_acc[4 * dt + 2 * half] * inv_l, o_acc[4 * dt + 2 * half + 1] * inv_l);
+    if (t == 0) p.lse[q_row0 + r] = online_softmax::lse2(state[half], p.scale);
+  }
+#else
+  (void)p, (void)map_q, (void)map_k, (void)map_v;
+#endif
+}
+
+// The tensor map of a [outer][rows][D] tensor of 16-bit elements, in boxes of 64 columns x
+// box_rows rows, 128-byte swizzle.
+template <typename T>
+attn::TensorMap tensor_map(const void* base, int outer, int rows, int D, int box_rows) {
+  attn::TensorMapSpec s;
+  s.dtype = std::is_same_v<T, __half> ? attn::TmaDtype::f16 : attn::TmaDtype::bf16;
+  s.rank = 3;
+  s.global = base;
+  s.dims[0] = uint64_t(D), s.dims[1] = uint64_t(rows), s.dims[2] = uint64_t(outer);
+  s.strides[1] = uint64_t(D) * 2, s.strides[2] = uint64_t(rows) * D * 2;
+  s.box[0] = 64, s.box[1] = uint32_t(box_rows), s.box[2] = 1;
+  s.swizzle = simt::TmaSwizzle::b128;
+#if defined(__CUDACC__)
+  attn::TensorMap map;
+  attn::encode_tensor_map_gpu(&map, s);
+  return map;
+#else
+  return attn::encode_tensor_map_cpu(s);
+#endif
+}
+
+void run_sm90a(const AttentionParams& p, attn::RunContext&) {
+  using namespace sm90a;
+  const unsigned bh = p.batch * p.heads;
+  const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
+  attn::dispatch_dtype(p.dtype, [&]<typename T>() {
+    attn::dispatch_head_dim(p.dim, [&]<int D>() {
+      const attn::TensorMap mq = tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br);
+      const attn::TensorMap mk = tensor_map<T>(p.k, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
+      const attn::TensorMap mv = tensor_map<T>(p.v, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
+      const size_t smem = Smem<D>::kElements * sizeof(T) + (2 * kStages + 1) * sizeof(uint64_t);
+      const attn::LaunchConfig cfg{dim3(1, q_tiles, bh), dim3(kThreads), smem};
+      if (p.dropout > 0.0f)
+        attn::launch(attention_kernel_sm90a<T, D, true>, cfg, p, mq, mk, mv);
+      else
+        attn::launch(attention_kernel_sm90a<T, D, false>, cfg, p, mq, mk, mv);
+    });
+  });
+}
+
+}  // namespace step5::ATTN_BACKEND_NS
