@@ -26,6 +26,8 @@ ROOT = os.path.dirname(HERE)
 STEPS = ["step0_reference", "step1_naive", "step2_tiled", "step3_fused", "step4_tensorcore",
          "step5_warpspecialized"]
 BASELINES = ["baseline_cublas"]
+# Steps with several kernels: each runs (a GPU that cannot run one reports it as skipped).
+VARIANTS = {"step5_warpspecialized": ["sm80", "sm90a"]}
 CHECK_FLOPS_LIMIT = 2e10  # FP64 reference on the host: a few seconds at most
 STEP0_FLOPS_LIMIT = 2e10  # step0 always runs on the CPU
 
@@ -113,11 +115,12 @@ def main():
                 continue
             if step == "step0_reference" and flops(s) > STEP0_FLOPS_LIMIT:
                 continue
-            runs.append((step, s))
+            for variant in VARIANTS.get(step, [None]):
+                runs.append((step, variant, s))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
 
     failed = 0
-    for n, (step, s) in enumerate(runs, 1):
+    for n, (step, variant, s) in enumerate(runs, 1):
         cmd = [os.path.join(bindir, step), "--backend",
                "cpu" if step == "step0_reference" else backend,
                "--batch", str(s["batch"]), "--heads", str(s["heads"]),
@@ -126,6 +129,8 @@ def main():
                "--iters", str(iters), "--warmup", str(warmup), "--csv", args.out, "--quiet"]
         if s["causal"]:
             cmd.append("--causal")
+        if variant:
+            cmd += ["--variant", variant]
         if flops(s) > CHECK_FLOPS_LIMIT:
             cmd.append("--no-check")
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -137,7 +142,8 @@ def main():
         else:
             failed += 1
             status = "FAILED: " + (out[-1] if out else f"exit {r.returncode}")
-        progress(n, len(runs), f"{step:22s} {describe(s):40s} {status}")
+        name = f"{step}[{variant}]" if variant else step
+        progress(n, len(runs), f"{name:29s} {describe(s):40s} {status}")
 
     if os.path.exists(args.out):
         subprocess.run([sys.executable, os.path.join(HERE, "table.py"), args.out])

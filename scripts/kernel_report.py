@@ -6,8 +6,8 @@ contains, in PTX and in SASS.
 
     scripts/kernel_report.py [--build build] [--out docs/kernel_report.md]
                              [--no-spills STEP ...] [--require-tensor-core STEP ...]
-                             [--budget STEP:D:INSTR_PER_MMA:REGS ...]
-                             [--compare STEP:BASE:RATIO ...]
+                             [--budget STEP:D:INSTR_PER_MMA:REGS ...] [--require-ptx STEP[/KERNEL]:REGEX]
+                             [--compare STEP:BASE:RATIO[:KERNEL] ...]
                              [--save-mainloop FILE] [--baseline FILE --chapter README.md]
 
 Sources, all from the normal build (nothing is compiled again):
@@ -31,11 +31,12 @@ configuration CONFIG when given) that does not
 instantiate dropout (no `true` template argument) issues at most X instructions per tensor
 instruction in that hot path, with no inner loop, no spills and at most R registers, on sm_80
 and on sm_90a (those of the two that the build contains; at least one must be there).
---require-ptx STEP:REGEX fails unless every kernel of STEP has REGEX in its PTX on every
-architecture.
+--require-ptx STEP[/KERNEL]:REGEX fails unless every kernel of STEP (named KERNEL, when given)
+has REGEX in its PTX on every architecture.
 An mbarrier wait inside the main loop (a one-block loop that polls the barrier) is reported
 apart and is not an inner loop for --budget.
---compare STEP:BASE:RATIO fails (exit 1) unless every kernel of STEP without dropout, on each
+--compare STEP:BASE:RATIO[:KERNEL] fails (exit 1) unless every kernel of STEP without dropout
+(named KERNEL, when given; a Hopper kernel NAME_sm90a is compared with BASE's NAME), on each
 architecture, issues at most RATIO times the instructions per tensor instruction of BASE's kernel
 of the same dtype and head dim on that architecture (BASE's counts are per mma.sync, one
 m16n8k16 = 4096 FLOPs per warp; a STEP that issues wgmma is counted per 4096 FLOPs too).
@@ -69,8 +70,16 @@ ARCH = {
     "sm_90a": {"regs": 65536, "threads": 2048, "blocks": 32, "smem": 233472},
 }
 PTX_OPS = {"mma": r"\bmma\.sync\.aligned\.m16n8k16", "ldmatrix": r"\bldmatrix\.sync",
-           "cp.async": r"\bcp\.async\.cg"}
-SASS_OPS = {"HMMA": r"\bHMMA\.16816", "LDSM": r"\bLDSM\.", "LDGSTS": r"\bLDGSTS\."}
+           "cp.async": r"\bcp\.async\.cg", "wgmma": r"\bwgmma\.mma_async",
+           "tma": r"\bcp\.async\.bulk\.tensor", "try_wait": r"\bmbarrier\.try_wait",
+           "setmaxnreg": r"\bsetmaxnreg\."}
+SASS_OPS = {"HMMA": r"\bHMMA\.16816", "LDSM": r"\bLDSM\.", "LDGSTS": r"\bLDGSTS\.",
+            "HGMMA": r"\bHGMMA\.", "UTMALDG": r"\bUTMALDG\b", "SYNCS": r"\bSYNCS\."}
+# What --require-tensor-core asks of a kernel: the sm_80 instructions, or for a Hopper kernel
+# (its name ends in _sm90a) wgmma and TMA.
+TENSOR_CORE_OPS = ["mma", "ldmatrix", "cp.async", "HMMA", "LDSM", "LDGSTS"]
+HOPPER_OPS = ["wgmma", "tma", "try_wait", "setmaxnreg", "HGMMA", "UTMALDG", "SYNCS"]
+SETMAXNREG = re.compile(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)")
 
 
 def demangle(names):
@@ -134,19 +143,28 @@ def ptxas_rows(build):
     return rows
 
 
-def launches(build, step, configs):
+def is_hopper(r):
+    """A Hopper-only kernel (wgmma, TMA): its name ends in _sm90a."""
+    return base_and_dim(r["kernel"])[0].endswith("_sm90a")
+
+
+def launches(build, step, configs, hopper=False):
     """(kernel base name, head dim or None, config or None) -> (threads, dynamic smem), from the
-    CPU backend (run once per tile configuration of the step, if it has any)."""
+    CPU backend (run once per tile configuration of the step, if it has any, and once more with
+    --variant sm90a for a step with a Hopper kernel)."""
     exe = os.path.join(build, "bin", step)
     out = {}
     if not os.path.exists(exe):  # a partial build: launches unknown, the rest still reported
         return out
+    variants = [None, "sm90a"] if hopper else [None]
     with tempfile.TemporaryDirectory() as d:
-        for dim, config in [(dim, c) for dim in HEAD_DIMS for c in sorted(configs) or [None]]:
-            log = os.path.join(d, f"{dim}.{config}.log")
+        for dim, config, variant in [(dim, c, v) for dim in HEAD_DIMS
+                                     for c in sorted(configs) or [None] for v in variants]:
+            log = os.path.join(d, f"{dim}.{config}.{variant}.log")
             subprocess.run([exe, "--backend", "cpu", "--seq", "16", "--dim", str(dim), "--iters",
                             "1", "--warmup", "0", "--no-check", "--quiet"] +
-                           (["--config", config] if config else []),
+                           (["--config", config] if config else []) +
+                           (["--variant", variant] if variant else []),
                            env={**os.environ, "SIMT_LOG_LAUNCHES": log}, capture_output=True)
             if not os.path.exists(log):
                 continue
@@ -208,15 +226,17 @@ LOOP_COLS = ["tensor", "LDSM", "copy", "MUFU", "fp32", "int", "pred", "move", "b
 
 
 def mainloop_table(loops):
-    lines = ["| step | kernel | arch | regs | " + " | ".join(LOOP_COLS) + " | instr/mma | inner "
-             "loops | next loop instr/mma |", "|" + "---|" * (len(LOOP_COLS) + 7)]
+    lines = ["| step | kernel | arch | regs | " + " | ".join(LOOP_COLS) + " | instr/mma | "
+             "instr per 4096 FLOPs | inner loops | next loop instr/mma |",
+             "|" + "---|" * (len(LOOP_COLS) + 8)]
     for r in loops:
         c = r["loop"]
         second = f"{c['second_per_tensor']:.2f}" if "second_per_tensor" in c else "-"
         waits = f" (+{c['wait_loops']} mbarrier waits)" if c.get("wait_loops") else ""
         lines.append(f"| {r['step']} | `{r['kernel']}` | {r['arch']} | {r['regs']} | " +
                      " | ".join(str(c[k]) for k in LOOP_COLS) +
-                     f" | {c['per_tensor']:.2f} | {c['inner_loops']}{waits} | {second} |")
+                     f" | {c['per_tensor']:.2f} | {per_4096_flops(r):.2f} | "
+                     f"{c['inner_loops']}{waits} | {second} |")
     return "\n".join(lines)
 
 
@@ -265,10 +285,14 @@ def check_compare(compares, rows):
     status = 0
     for spec in compares:
         try:
-            step, base, ratio = spec.split(":")
+            step, base, ratio, *kernel = spec.split(":")
             ratio = float(ratio)
+            if len(kernel) > 1:
+                raise ValueError(spec)
+            kernel = kernel[0] if kernel else None
         except ValueError:
-            print(f"kernel_report: --compare {spec}: expected STEP:BASE:RATIO", file=sys.stderr)
+            print(f"kernel_report: --compare {spec}: expected STEP:BASE:RATIO[:KERNEL]",
+                  file=sys.stderr)
             return 2
         # A base step with tile configurations is compared in its default one, by the kernel's
         # name without the configuration argument.
@@ -278,12 +302,13 @@ def check_compare(compares, rows):
             name = r["kernel"]
             if config_of(name):
                 name = re.sub(r",\s*" + re.escape(config_of(name)), "", name)
-            return name, r["arch"]
+            return name.replace("_sm90a<", "<"), r["arch"]
 
         ref = {key(r): r for r in rows if r["step"] == base and r.get("loop")
                and config_of(r["kernel"]) in (None, default)}
         checked = [r for r in rows if r["step"] == step and r.get("loop")
-                   and "true" not in r["kernel"]]
+                   and "true" not in r["kernel"]
+                   and kernel in (None, base_and_dim(r["kernel"])[0])]
         if not checked:
             print(f"kernel_report: --compare {spec}: no main loop of {step} in the build",
                   file=sys.stderr)
@@ -367,10 +392,12 @@ def main():
     required_ptx = []
     for spec in args.require_ptx:
         step, _, rx = spec.partition(":")
+        step, _, kernel = step.partition("/")
         if not rx:
-            print(f"kernel_report: --require-ptx {spec}: expected STEP:REGEX", file=sys.stderr)
+            print(f"kernel_report: --require-ptx {spec}: expected STEP[/KERNEL]:REGEX",
+                  file=sys.stderr)
             return 2
-        required_ptx.append((step, rx))
+        required_ptx.append((step, kernel or None, rx))
     rows = ptxas_rows(args.build)
     if not rows:
         print(f"kernel_report: no ptxas reports under {args.build}/; build first "
@@ -380,7 +407,7 @@ def main():
     for r in rows:
         r["kernel"] = short(names[r["mangled"]])
     launch = {s: launches(args.build, s, {config_of(r["kernel"]) for r in rows if r["step"] == s}
-                          - {None})
+                          - {None}, any(is_hopper(r) for r in rows if r["step"] == s))
               for s in sorted({r["step"] for r in rows})}
     cuobjdump = find_tool("cuobjdump")
     have_sass = cuobjdump is not None and find_tool("nvdisasm") is not None
@@ -403,7 +430,10 @@ def main():
             r["ptx"] = {op: len(re.findall(rx, ptx.get(r["mangled"], "")))
                         for op, rx in PTX_OPS.items()}
             r["ptx_required"] = {rx: len(re.findall(rx, ptx.get(r["mangled"], "")))
-                                 for s, rx in required_ptx if s == r["step"]}
+                                 for s, k, rx in required_ptx if s == r["step"]
+                                 and k in (None, base_and_dim(r["kernel"])[0])}
+            regs = SETMAXNREG.findall(ptx.get(r["mangled"], ""))
+            r["setmaxnreg"] = " / ".join(f"{op} {n}" for op, n in sorted(set(regs)))
             if have_sass:
                 text = sass.get(r["mangled"], "")
                 r["sass"] = {op: len(re.findall(rx, text)) for op, rx in SASS_OPS.items()}
@@ -414,13 +444,14 @@ def main():
     def counts(d):
         return " ".join(f"{k} {v}" for k, v in d.items() if v) or "-" if d else "n/a"
 
-    lines = ["| step | kernel | arch | regs | spill st/ld (B) | stack (B) | threads | smem/block "
-             "(B) | blocks/SM | occupancy | PTX: mma, ldmatrix, cp.async | SASS: HMMA, LDSM, "
-             "LDGSTS |", "|" + "---|" * 12]
+    lines = ["| step | kernel | arch | regs | setmaxnreg | spill st/ld (B) | stack (B) | threads | "
+             "smem/block (B) | blocks/SM | occupancy | PTX: mma, ldmatrix, cp.async, wgmma, tma, "
+             "try_wait | SASS: HMMA, LDSM, LDGSTS, HGMMA, UTMALDG, SYNCS |", "|" + "---|" * 13]
     for r in rows:
         occ = f"{r['blocks']} | {r['occ']:.0%}" if r["threads"] else "- | -"
         lines.append(
-            f"| {r['step']} | `{r['kernel']}` | {r['arch']} | {r['regs']} | {r['spill_st']}/"
+            f"| {r['step']} | `{r['kernel']}` | {r['arch']} | {r['regs']} | "
+            f"{r.get('setmaxnreg') or '-'} | {r['spill_st']}/"
             f"{r['spill_ld']} | {r['stack']} | {r['threads'] or '-'} | "
             f"{r['smem_static'] + r['smem_dyn']} | {occ} | {counts(r['ptx'])} | "
             f"{counts(r['sass'])} |")
@@ -454,7 +485,10 @@ def main():
                 "- blocks/SM and occupancy: computed from those and the per-SM limits of each "
                 "architecture\n  (registers, threads, blocks, shared memory with 1 KB reserved "
                 "per block); occupancy = resident warps / maximum warps.\n"
-                f"- instructions: counted in the PTX and SASS of the objects ({tool}).\n\n"
+                f"- instructions: counted in the PTX and SASS of the objects ({tool}).\n"
+                "- setmaxnreg: the register counts a warp-specialised kernel moves to "
+                "(`dec` for the producer,\n  `inc` for the consumers); regs is then the count "
+                "at entry.\n\n"
                 + table + "\n\n"
                 "## Main loop of the tensor-core kernels\n\n"
                 "One iteration of the hot path of each kernel's main loop in SASS, per warp "
@@ -465,6 +499,8 @@ def main():
                 "int = integer and uniform\narithmetic, pred = PLOP3/P2R/R2P, move = MOV/IMAD.MOV/"
                 "CS2R/S2R, barrier = BAR/DEPBAR/LDGDEPBAR,\nother = shuffles, loads, stores, "
                 "conversions. instr/mma = total / tensor. An inner loop is counted once.\n"
+                "For a wgmma kernel (HGMMA), per 4096 FLOPs counts an HGMMA 64 x N x 16 as N / 8 "
+                "m16n8k16s per warp.\n"
                 "Causal problems and the last, partial tile run the kernel's other loop (the masked "
                 "tiles, one\ntile per iteration): its instructions per mma are the last column.\n"
                 "The `true` instantiations are the dropout kernels (the Philox loop is their inner "
@@ -489,7 +525,9 @@ def main():
                 print("kernel_report: cuobjdump/nvdisasm not found: run scripts/setup.sh --python",
                       file=sys.stderr)
                 return 1
-            missing = [op for op, n in {**r["ptx"], **r["sass"]}.items() if n == 0]
+            have = {**r["ptx"], **r["sass"]}
+            missing = [op for op in (HOPPER_OPS if is_hopper(r) else TENSOR_CORE_OPS)
+                       if have.get(op, 0) == 0]
             if missing:
                 print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']} lacks "
                       f"{', '.join(missing)}", file=sys.stderr)
@@ -500,7 +538,7 @@ def main():
                 print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']}: no /{rx}/ in "
                       "its PTX", file=sys.stderr)
                 status = 1
-    for step, rx in required_ptx:
+    for step, _, rx in required_ptx:
         if not any(r["step"] == step and r.get("ptx_required") for r in rows):
             print(f"kernel_report: --require-ptx {step}: no PTX of {step} (cuobjdump missing?)",
                   file=sys.stderr)

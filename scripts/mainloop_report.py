@@ -38,7 +38,9 @@ import re
 import subprocess
 import sys
 
-LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+# An opcode is upper case with dot-separated modifiers, except wgmma's shape: HGMMA.64x128x16.F32.
+LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*(?:x\d+x\d+[A-Z0-9_.]*)?)"
+                  r"\s*([^;]*);")
 TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
 
 CATEGORIES = ["tensor", "LDSM", "copy", "MUFU", "fp32", "int", "pred", "move", "branch",
@@ -225,7 +227,18 @@ def main_loop(sass):
     for b in path:
         for _, _, op, _ in blocks[b]:
             counts["opcodes"][op] = counts["opcodes"].get(op, 0) + 1
+    counts["tensor_flops"] = sum(n * tensor_flops(op) for op, n in counts["opcodes"].items())
     return counts
+
+
+def tensor_flops(op):
+    """FLOPs per warp of one tensor instruction: HMMA.16816 (m16n8k16) 4096; HGMMA.64xNx16, a
+    warpgroup's 64 x N x 16 product, a quarter of 2 * 64 * N * 16 per warp; others 0."""
+    if op.startswith("HMMA.16816"):
+        return 4096
+    if m := re.match(r"HGMMA\.64x(\d+)x16\b", op):
+        return 2 * 64 * int(m.group(1)) * 16 // 4
+    return 0
 
 
 def main():

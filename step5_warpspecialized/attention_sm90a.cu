@@ -389,11 +389,13 @@ void run_sm90a(const AttentionParams& p, attn::RunContext&) {
       const attn::TensorMap mk = tensor_map<T>(p.k, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
       const attn::TensorMap mv = tensor_map<T>(p.v, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
       const size_t smem = Smem<D>::kElements * sizeof(T) + (2 * kStages + 1) * sizeof(uint64_t);
-      const attn::LaunchConfig cfg{dim3(1, q_tiles, bh), dim3(kThreads), smem};
+      const dim3 grid(1, q_tiles, bh);
       if (p.dropout > 0.0f)
-        attn::launch(attention_kernel_sm90a<T, D, true>, cfg, p, mq, mk, mv);
+        attn::launch(attention_kernel_sm90a<T, D, true>, {grid, dim3(kThreads), smem}, p, mq, mk,
+                     mv);
       else
-        attn::launch(attention_kernel_sm90a<T, D, false>, cfg, p, mq, mk, mv);
+        attn::launch(attention_kernel_sm90a<T, D, false>, {grid, dim3(kThreads), smem}, p, mq, mk,
+                     mv);
     });
   });
 }
