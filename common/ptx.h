@@ -177,6 +177,19 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return static_cast<uint32_t>(l) | static_cast<uint32_t>(h) << 16;
 }
 
+// What pack2<T>(lo, hi) lost to rounding, packed again: pack2(lo, hi) + pack2_residual(...)
+// holds (lo, hi) to about 2 x 8 (bf16) or 2 x 11 (fp16) bits. The dropout kernels multiply both
+// parts by V, so that P's rounding is not amplified by the 1 / (1 - p) of the kept keys.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2_residual(float lo, float hi, uint32_t packed) {
+  const unsigned short l = packed & 0xffffu, h = packed >> 16;
+  if constexpr (std::is_same_v<T, __half>)
+    return pack2<T>(lo - __half2float(__ushort_as_half(l)), hi - __half2float(__ushort_as_half(h)));
+  else
+    return pack2<T>(lo - __bfloat162float(__ushort_as_bfloat16(l)),
+                    hi - __bfloat162float(__ushort_as_bfloat16(h)));
+}
+
 // ================================ Hopper (sm_90a) ================================================
 // On the CPU backend each calls the emulation in common/simt/sm90.h. mbarriers are 8-byte objects
 // in dynamic shared memory; the tensor map of a TMA copy is a kernel parameter
@@ -402,6 +415,13 @@ __device__ __forceinline__ uint64_t make_wgmma_desc(const void* smem, uint32_t l
 #endif
   return uint64_t((a >> 4) & 0x3fff) | uint64_t((leading_bytes >> 4) & 0x3fff) << 16 |
          uint64_t((stride_bytes >> 4) & 0x3fff) << 32 | static_cast<uint64_t>(swizzle) << 62;
+}
+
+// The descriptor of the same matrix `bytes` further into shared memory (a k-block, a ring slot):
+// the start address is bits 0-13 in 16-byte units and shared addresses stay below 2^18, so moving
+// it is one addition, with no new cvta.
+__device__ __forceinline__ uint64_t wgmma_desc_plus(uint64_t desc, uint32_t bytes) {
+  return desc + (bytes >> 4);
 }
 
 // wgmma.fence.sync.aligned: before the first wgmma, and between register accesses (accumulators,

@@ -106,19 +106,6 @@ struct TileCopy {
   }
 };
 
-// What pack2<T>(lo, hi) lost to rounding, packed again: pack2(lo, hi) + pack2_residual(...)
-// holds (lo, hi) to about 2 x 8 (bf16) or 2 x 11 (fp16) bits.
-template <typename T>
-__device__ __forceinline__ uint32_t pack2_residual(float lo, float hi, uint32_t packed) {
-  const unsigned short l = packed & 0xffffu, h = packed >> 16;
-  if constexpr (std::is_same_v<T, __half>)
-    return attn::pack2<T>(lo - __half2float(__ushort_as_half(l)),
-                          hi - __half2float(__ushort_as_half(h)));
-  else
-    return attn::pack2<T>(lo - __bfloat162float(__ushort_as_bfloat16(l)),
-                          hi - __bfloat162float(__ushort_as_bfloat16(h)));
-}
-
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionParams p) {
@@ -308,9 +295,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       p_frag[nt / 2][2 * (nt % 2)] = attn::pack2<T>(pr[0], pr[1]);
       p_frag[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(pr[2], pr[3]);
       if constexpr (kDropout) {
-        p_lo[nt / 2][2 * (nt % 2)] = pack2_residual<T>(pr[0], pr[1], p_frag[nt / 2][2 * (nt % 2)]);
+        p_lo[nt / 2][2 * (nt % 2)] =
+            attn::pack2_residual<T>(pr[0], pr[1], p_frag[nt / 2][2 * (nt % 2)]);
         p_lo[nt / 2][2 * (nt % 2) + 1] =
-            pack2_residual<T>(pr[2], pr[3], p_frag[nt / 2][2 * (nt % 2) + 1]);
+            attn::pack2_residual<T>(pr[2], pr[3], p_frag[nt / 2][2 * (nt % 2) + 1]);
       }
     }
 #pragma unroll

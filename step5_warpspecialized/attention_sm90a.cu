@@ -72,23 +72,6 @@ struct Smem {
   static constexpr uint32_t kQBytes = kQ * 2, kSlotBytes = kSlot * 2;
 };
 
-// A descriptor for `bytes` further into shared memory: the start address is bits 0-13 of the
-// descriptor in 16-byte units, and shared addresses stay below 2^18, so it is an addition.
-__device__ __forceinline__ uint64_t desc_plus(uint64_t desc, uint32_t bytes) {
-  return desc + (bytes >> 4);
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2_residual(float lo, float hi, uint32_t packed) {
-  const unsigned short l = packed & 0xffffu, h = packed >> 16;
-  if constexpr (std::is_same_v<T, __half>)
-    return attn::pack2<T>(lo - __half2float(__ushort_as_half(l)),
-                          hi - __half2float(__ushort_as_half(h)));
-  else
-    return attn::pack2<T>(lo - __bfloat162float(__ushort_as_bfloat16(l)),
-                          hi - __bfloat162float(__ushort_as_bfloat16(h)));
-}
-
 }  // namespace sm90a
 
 // map_q: Q as [B * H][Sq][D]; map_k, map_v: K and V as [B * Hkv][Sk][D] (dimension 0 innermost,
@@ -210,9 +193,9 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
 #pragma unroll
     for (int kb = 0; kb < D / 16; ++kb) {
       const uint32_t col = (kb % 4) * 32;  // bytes: 16 columns within a 64-column block
-      attn::wgmma_ss<Bc, T>(s_acc, sm90a::desc_plus(q_desc, (kb / 4) * Br * 128 + col),
-                            sm90a::desc_plus(k_desc, s * S::kSlotBytes + (kb / 4) * Bc * 128 + col),
-                            kb > 0);
+      attn::wgmma_ss<Bc, T>(
+          s_acc, attn::wgmma_desc_plus(q_desc, (kb / 4) * Br * 128 + col),
+          attn::wgmma_desc_plus(k_desc, s * S::kSlotBytes + (kb / 4) * Bc * 128 + col), kb > 0);
     }
     attn::wgmma_commit();
   };
@@ -220,7 +203,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   auto issue_pv = [&](int s) {
 #pragma unroll
     for (int kc = 0; kc < Bc / 16; ++kc) {
-      const uint64_t vd = sm90a::desc_plus(v_desc, s * S::kSlotBytes + kc * 16 * 128);
+      const uint64_t vd = attn::wgmma_desc_plus(v_desc, s * S::kSlotBytes + kc * 16 * 128);
       attn::wgmma_rs<D, T, true>(o_acc, p_frag[kc], vd, true);
       if constexpr (kDropout) attn::wgmma_rs<D, T, true>(o_acc, p_lo[kc], vd, true);
     }
@@ -286,9 +269,9 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
       p_frag[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(pr[2], pr[3]);
       if constexpr (kDropout) {
         p_lo[nt / 2][2 * (nt % 2)] =
-            sm90a::pack2_residual<T>(pr[0], pr[1], p_frag[nt / 2][2 * (nt % 2)]);
+            attn::pack2_residual<T>(pr[0], pr[1], p_frag[nt / 2][2 * (nt % 2)]);
         p_lo[nt / 2][2 * (nt % 2) + 1] =
-            sm90a::pack2_residual<T>(pr[2], pr[3], p_frag[nt / 2][2 * (nt % 2) + 1]);
+            attn::pack2_residual<T>(pr[2], pr[3], p_frag[nt / 2][2 * (nt % 2) + 1]);
       }
     }
   };

@@ -570,6 +570,25 @@ TEST_CASE("sm90: generic stores need fence.proxy.async before wgmma; wgmma needs
 }
 
 namespace {
+// wgmma_desc_plus(desc of p, n) is the descriptor of p + n, for each swizzle and offset.
+__global__ void desc_plus_matches(int* mismatches) {
+  auto* s = attn::shared_memory<unsigned char>();
+  for (auto sw : {attn::WgmmaSwizzle::none, attn::WgmmaSwizzle::b128, attn::WgmmaSwizzle::b32})
+    for (uint32_t n = 0; n < 200 * 1024; n += 16 * 97) {
+      const uint64_t moved = attn::wgmma_desc_plus(attn::make_wgmma_desc(s, 16, 1024, sw), n);
+      *mismatches += moved != attn::make_wgmma_desc(s + n, 16, 1024, sw);
+    }
+}
+}  // namespace
+
+TEST_CASE("sm90: a wgmma descriptor moves through shared memory by addition", "[ptx][sm90]") {
+  DeviceBuf<int> mismatches(1);
+  mismatches.ptr[0] = 0;
+  launch(desc_plus_matches, {dim3(1), dim3(1), 200 * 1024 + 16}, mismatches.ptr);
+  CHECK(mismatches.ptr[0] == 0);
+}
+
+namespace {
 // Accumulators a wgmma owns until the wait that retires it (PTX ISA: accessing them before that
 // wait is undefined): which 0 waits first; which 1 writes an accumulator before the wait (the
 // masking of a softmax that skipped its wait).
