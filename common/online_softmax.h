@@ -142,11 +142,22 @@ ATTN_HD T neg_scaled_max(const State<T>& s, T c) {
 // nothing was visible before (exp2(-inf)), and exp2(-inf) = 0 again when nothing is visible yet
 // (the accumulator is then 0 anyway).
 template <bool kMaybeEmpty = true, typename T, typename Exp2>
-ATTN_HD T rescale_to2(State<T>& s, T block_max, T c, Exp2 exp2) {
+ATTN_HD T rescale_to2(State<T>& s, T block_max, T c, Exp2 exp2);
+
+// The same for a kernel that keeps l elsewhere (step 5's Hopper kernel sums P on the tensor
+// cores): moves m and returns alpha, leaving l to the caller.
+template <bool kMaybeEmpty = true, typename T, typename Exp2>
+ATTN_HD T move_max2(State<T>& s, T block_max, T c, Exp2 exp2) {
   const T m_new = block_max > s.m ? block_max : s.m;
   const T m_guarded = kMaybeEmpty && m_new == neg_inf<T>() ? T(0) : m_new;
   const T alpha = exp2((s.m - m_guarded) * c);
   s.m = m_new;
+  return alpha;
+}
+
+template <bool kMaybeEmpty, typename T, typename Exp2>
+ATTN_HD T rescale_to2(State<T>& s, T block_max, T c, Exp2 exp2) {
+  const T alpha = move_max2<kMaybeEmpty>(s, block_max, c, exp2);
   s.l *= alpha;
   return alpha;
 }

@@ -42,7 +42,9 @@ of the same dtype and head dim on that architecture (BASE's counts are per mma.s
 m16n8k16 = 4096 FLOPs per warp; a STEP that issues wgmma is counted per 4096 FLOPs too).
 --save-mainloop writes the main-loop counts as JSON; --baseline reads such a file (an earlier
 build) and --chapter rewrites the before/after table between the markers
-<!-- mainloop:begin --> and <!-- mainloop:end --> of that Markdown file.
+<!-- mainloop:begin --> and <!-- mainloop:end --> of that Markdown file. --compare-chapter writes
+the figures --compare checked between <!-- compare:begin --> and <!-- compare:end --> of a
+Markdown file.
 """
 import argparse
 import glob
@@ -240,15 +242,25 @@ def mainloop_table(loops):
     return "\n".join(lines)
 
 
+def rewrite_between(path, name, lines):
+    """Replaces what stands between <!-- NAME:begin --> and <!-- NAME:end --> in a Markdown
+    file with `lines`."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    text = open(path).read()
+    if begin not in text or end not in text:
+        print(f"kernel_report: {path} has no {begin} ... {end} markers", file=sys.stderr)
+        return 2
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(path, "w") as f:
+        f.write(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
+    return 0
+
+
 def rewrite_chapter(chapter, baseline, loops):
     """Rewrites the before/after block of a chapter: the baseline file's kernels that the
     current build also has (same step, kernel name up to its first template argument after the
     head dim, arch), side by side."""
-    begin, end = "<!-- mainloop:begin -->", "<!-- mainloop:end -->"
-    text = open(chapter).read()
-    if begin not in text or end not in text:
-        print(f"kernel_report: {chapter} has no {begin} ... {end} markers", file=sys.stderr)
-        return 2
     before = json.load(open(baseline))
     lines = ["| kernel | arch | regs before | regs after | mma before | mma after | instr before | "
              "instr after | instr/mma before | instr/mma after |", "|" + "---|" * 10]
@@ -267,11 +279,7 @@ def rewrite_chapter(chapter, baseline, loops):
                          f"{b['tensor']} | {c['tensor']} | {b['total']} | {c['total']} | "
                          f"{b['per_tensor']:.2f} | "
                          f"{c['per_tensor']:.2f} |")
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    with open(chapter, "w") as f:
-        f.write(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
-    return 0
+    return rewrite_between(chapter, "mainloop", lines)
 
 
 def per_4096_flops(r):
@@ -281,7 +289,8 @@ def per_4096_flops(r):
     return c["total"] / (flops / 4096)
 
 
-def check_compare(compares, rows):
+def check_compare(compares, rows, table=None):
+    """Checks each --compare; appends a Markdown row per kernel compared to `table` if given."""
     status = 0
     for spec in compares:
         try:
@@ -320,7 +329,13 @@ def check_compare(compares, rows):
                 print(f"kernel_report: {where}: {base} has no such kernel to compare with",
                       file=sys.stderr)
                 status = 1
-            elif per_4096_flops(r) > ratio * per_4096_flops(b) + 1e-9:
+                continue
+            if table is not None:
+                units = (r["loop"].get("tensor_flops") or 4096 * r["loop"]["tensor"]) / 4096
+                table.append(f"| `{r['kernel']}` | {r['arch']} | {r['loop']['total']} | "
+                             f"{units:g} | {per_4096_flops(r):.2f} | {per_4096_flops(b):.2f} | "
+                             f"{per_4096_flops(r) / per_4096_flops(b):.2f} | {ratio:g} |")
+            if per_4096_flops(r) > ratio * per_4096_flops(b) + 1e-9:
                 print(f"kernel_report: {where}: {per_4096_flops(r):.2f} main-loop instructions "
                       f"per 4096 tensor FLOPs, more than {ratio} x {base}'s "
                       f"{per_4096_flops(b):.2f}", file=sys.stderr)
@@ -387,6 +402,9 @@ def main():
     ap.add_argument("--save-mainloop", metavar="FILE")
     ap.add_argument("--baseline", metavar="FILE")
     ap.add_argument("--chapter", metavar="README")
+    ap.add_argument("--compare-chapter", metavar="README",
+                    help="write the --compare figures between <!-- compare:begin --> and "
+                         "<!-- compare:end --> of this Markdown file")
     args = ap.parse_args()
 
     required_ptx = []
@@ -500,7 +518,8 @@ def main():
                 "CS2R/S2R, barrier = BAR/DEPBAR/LDGDEPBAR,\nother = shuffles, loads, stores, "
                 "conversions. instr/mma = total / tensor. An inner loop is counted once.\n"
                 "For a wgmma kernel (HGMMA), per 4096 FLOPs counts an HGMMA 64 x N x 16 as N / 8 "
-                "m16n8k16s per warp.\n"
+                "m16n8k16s per warp, except the 64 x 8 x 16 row-sum products (P times ones), which "
+                "count as instructions but not as FLOPs.\n"
                 "Causal problems and the last, partial tile run the kernel's other loop (the masked "
                 "tiles, one\ntile per iteration): its instructions per mma are the last column.\n"
                 "The `true` instantiations are the dropout kernels (the Philox loop is their inner "
@@ -544,7 +563,13 @@ def main():
                   file=sys.stderr)
             status = 1
     status = max(status, check_budgets(args.budget, rows))
-    status = max(status, check_compare(args.compare, rows))
+    compared = [] if args.compare_chapter else None
+    status = max(status, check_compare(args.compare, rows, compared))
+    if args.compare_chapter:
+        status = max(status, rewrite_between(args.compare_chapter, "compare", [
+            "| kernel | arch | instructions per iteration | tensor FLOPs per iteration / 4096 | "
+            "per 4096 FLOPs | step it is compared with, per 4096 FLOPs | ratio | at most |",
+            "|" + "---|" * 8] + compared))
     for s in set(args.no_spills) | set(args.require_tensor_core):
         if not any(r["step"] == s for r in rows):
             print(f"kernel_report: no kernels found for {s}", file=sys.stderr)

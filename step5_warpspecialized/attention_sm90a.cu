@@ -21,6 +21,9 @@
 //   so that one warpgroup's softmax runs while the other's wgmmas occupy the tensor cores.
 // - Intra-warpgroup overlap: tile n's S = Q K^T is issued together with tile n-1's O += P V, and
 //   tile n's softmax starts as soon as S is done, while P V still runs.
+// - Fewer instructions per score (the chapter's "Instruction budget"): wide tiles (Bc = 192 keys
+//   at D = 64, 128 above) and the row sums l = P 1 as a wgmma with a matrix of ones, instead of
+//   an add per score.
 //
 //   ring item:  0 (K0 V0)   1 (K1 V1)   2 (K2 V2)   3 (K3 V3) ...   Q has its own mbarrier.
 //   slot:       0           1           2           0         ...   item % kStages
@@ -52,7 +55,6 @@ namespace sm90a {
 constexpr int kConsumerGroups = 2;                      // warpgroups 1 and 2
 constexpr int kThreads = 128 * (1 + kConsumerGroups);   // the producer is warpgroup 0
 constexpr int Br = 64 * kConsumerGroups;                // query rows per block
-constexpr int Bc = 64;                                  // keys per tile
 constexpr int kConsumers = 128 * kConsumerGroups;       // threads that arrive on "empty"
 constexpr int kStages = 3;                              // ring slots, each a K tile and a V tile
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40 * 128 + 232 * 256 = 168 * 384
@@ -62,13 +64,24 @@ static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <=
                   65536 / kThreads / 8 * 8 * kThreads,
               "setmaxnreg: the roles' registers must fit the block's pool");
 
-template <int D>
+// Keys per tile. The softmax costs the same instructions per score whatever Bc is, but each tile
+// also pays for rescaling O (D / 2 FMULs per thread), the row maxima's shuffles, the barriers and
+// the descriptors: a wide tile spreads those over more tensor work. 192 x 64 and 128 x 128 fill
+// the consumers' 232 registers (S: Bc / 2, O: D / 2, P: Bc / 4 per thread); the dropout kernels
+// keep a second copy of P (the rounding residual) and stay at 64.
+template <int D, bool kDropout>
+constexpr int kKeysPerTile = kDropout  ? 64
+                             : D <= 64 ? 192
+                                       : 128;
+
+template <int D, int Bc>
 struct Smem {
-  static constexpr int kBlocks = (D + 63) / 64;           // 64-column blocks of a tile
-  static constexpr int kQ = kBlocks * Br * 64;            // elements of Q
-  static constexpr int kTile = kBlocks * Bc * 64;         // elements of one K or V tile
-  static constexpr int kSlot = 2 * kTile;                 // a ring slot: K, then V
-  static constexpr int kElements = kQ + kStages * kSlot;  // then the mbarriers
+  static constexpr int kBlocks = (D + 63) / 64;    // 64-column blocks of a tile
+  static constexpr int kQ = kBlocks * Br * 64;     // elements of Q
+  static constexpr int kTile = kBlocks * Bc * 64;  // elements of one K or V tile
+  static constexpr int kSlot = 2 * kTile;          // a ring slot: K, then V
+  static constexpr int kOnes = 16 * 8;             // the 16 x 8 matrix of ones (row sums)
+  static constexpr int kElements = kQ + kStages * kSlot + kOnes;  // then the mbarriers
   static constexpr uint32_t kQBytes = kQ * 2, kSlotBytes = kSlot * 2;
 };
 
@@ -83,14 +96,20 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
                            const __grid_constant__ attn::TensorMap map_v) {
 #if STEP5_HOPPER_BODY
   using namespace sm90a;
-  using S = Smem<D>;
-  T* q_smem = attn::shared_memory<T>();  // [kBlocks][Br][64], then the ring: [kStages][K, V]
+  constexpr int Bc = kKeysPerTile<D, kDropout>;
+  using S = Smem<D, Bc>;
+  // [kBlocks][Br][64], then the ring: [kStages][K, V], then ones: [8][16] (n-major, K-major B)
+  T* q_smem = attn::shared_memory<T>();
   T* ring = q_smem + S::kQ;
+  T* ones = ring + kStages * S::kSlot;
   uint64_t* full = reinterpret_cast<uint64_t*>(q_smem + S::kElements);
   uint64_t* empty = full + kStages;  // full[s]: slot s has landed; empty[s]: slot s was read
   uint64_t* q_full = empty + kStages;
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int i0 = blockIdx.y * Br;
+  // The warpgroup as a value the compiler knows to be the same in every lane of a warp (a
+  // shuffle's result), so that the descriptors derived from it live in uniform registers.
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int block_end = attn::tile_keys_end(p, b, i0, Br);
   const int n_tiles = (block_end + Bc - 1) / Bc;
@@ -105,9 +124,18 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
       attn::mbarrier_label(&empty[s], "empty");
     }
   }
+  if (!kDropout) {
+    // The ones that P 1 (the row sums) multiplies, written once by ordinary stores, which the
+    // async proxy (wgmma) sees only after the fence and the barrier below.
+    if (threadIdx.x < S::kOnes / 8) {
+      const uint32_t one2 = attn::pack2<T>(1.0f, 1.0f);
+      reinterpret_cast<uint4*>(ones)[threadIdx.x] = make_uint4(one2, one2, one2, one2);
+      attn::fence_proxy_async_shared();  // the ones
+    }
+  }
   __syncthreads();  // the barriers exist before anyone uses them (the block's only __syncthreads)
 
-  if (warp < 4) {  // the producer warpgroup: one thread issues every copy
+  if (warpgroup == 0) {  // the producer warpgroup: one thread issues every copy
     attn::setmaxnreg_dec<kProducerRegs>();
     if (warp == 0 && attn::elect_one()) {
       const int kv_bh = b * p.heads_kv + attn::kv_head(p, h);
@@ -130,8 +158,8 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   }
 
   attn::setmaxnreg_inc<kConsumerRegs>();
-  const int group = warp / 4 - 1;  // consumer warpgroup 0 or 1: rows 64 group .. 64 group + 63
-  const int w = warp % 4;          // this warp's 16 rows of them, as in mma.sync's layout
+  const int group = warpgroup - 1;  // consumer warpgroup 0 or 1: rows 64 group .. 64 group + 63
+  const int w = warp % 4;           // this warp's 16 rows of them, as in mma.sync's layout
   const int g = lane / 4, t = lane % 4;
   const int row0 = 64 * group + 16 * w + g;  // this lane's rows in the block: row0, row0 + 8
   const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
@@ -154,7 +182,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
         q4[x] = v;
       }
     }
-    attn::fence_proxy_async_shared();
+    attn::fence_proxy_async_shared();  // Q's sign
     attn::named_barrier_sync(kGroupBarrier + group, 128);
   }
   const float c = online_softmax::scale_log2(p.scale);  // |scale| * log2(e)
@@ -167,14 +195,27 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   const uint64_t k_desc = attn::make_wgmma_desc(ring, 16, 1024, attn::WgmmaSwizzle::b128);
   const uint64_t v_desc =
       attn::make_wgmma_desc(ring + S::kTile, Bc * 128, 1024, attn::WgmmaSwizzle::b128);
+  // The ones: B of P 1 (16 keys x 8), K-major without swizzle: two core matrices of 8 rows (n) x
+  // 8 keys, the second 128 bytes after the first (the leading byte offset; the stride byte
+  // offset would step to a second group of 8 rows, which N = 8 does not have, so it is 128 too).
+  // Every element is 1, so each of the 8 columns of P 1 is the row sum of P.
+  const uint64_t ones_desc = attn::make_wgmma_desc(ones, 128, 128, attn::WgmmaSwizzle::none);
 
   float o_acc[D / 2] = {};  // O: 64 x D per warpgroup; o_acc[4 dt + i] is step 4's o_acc[dt][i]
-  float s_acc[Bc / 2];      // S: 64 x Bc per warpgroup; s_acc[4 nt + i] is step 4's s[nt][i]
+  // l = P 1 on the tensor cores: 64 x 8, the row sum of row g (+ 8) in l_acc[0] (l_acc[2]), the
+  // other columns the same sums again (unused, so not rescaled). It replaces one FADD per score.
+  // The dropout kernels sum P before dropping keys, with FADDs.
+  [[maybe_unused]] float l_acc[4] = {};
+  float s_acc[Bc / 2];  // S: 64 x Bc per warpgroup; s_acc[4 nt + i] is step 4's s[nt][i]
   uint32_t p_frag[Bc / 16][4];
   [[maybe_unused]] uint32_t p_lo[kDropout ? Bc / 16 : 1][4];
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
   float alpha[2] = {1.0f, 1.0f};
+  // Where the current tile n lies in the ring, kept as running values (as CUTLASS's
+  // PipelineState does) instead of divided out of n: slot = n % kStages, phase = n / kStages % 2.
+  int slot = 0;
+  uint32_t phase = 0;
 
   // The ping-pong: turn k of this warpgroup waits for the other's turn k - 1 (warpgroup 0 goes
   // first) and ends by letting the other go. Both warpgroups take n_tiles + 1 turns.
@@ -188,24 +229,30 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
       attn::named_barrier_arrive(kTurnBarrier + (1 - group), 2 * 128);
     ++turn;
   };
-  // S = Q K^T of the tile in slot s: D / 16 wgmmas of 64 x Bc x 16, one group.
+  // S = Q K^T of the tile in slot s: D / 16 wgmmas of 64 x Bc x 16, one group. The slot's
+  // descriptor is computed once; each k-block adds a constant to it.
   auto issue_s = [&](int s) {
+    const uint64_t k_slot = attn::wgmma_desc_plus(k_desc, s * S::kSlotBytes);
 #pragma unroll
     for (int kb = 0; kb < D / 16; ++kb) {
       const uint32_t col = (kb % 4) * 32;  // bytes: 16 columns within a 64-column block
-      attn::wgmma_ss<Bc, T>(
-          s_acc, attn::wgmma_desc_plus(q_desc, (kb / 4) * Br * 128 + col),
-          attn::wgmma_desc_plus(k_desc, s * S::kSlotBytes + (kb / 4) * Bc * 128 + col), kb > 0);
+      attn::wgmma_ss<Bc, T>(s_acc, attn::wgmma_desc_plus(q_desc, (kb / 4) * Br * 128 + col),
+                            attn::wgmma_desc_plus(k_slot, (kb / 4) * Bc * 128 + col), kb > 0);
     }
     attn::wgmma_commit();
   };
-  // O += P V of the tile in slot s: Bc / 16 wgmmas of 64 x D x 16 with P from registers.
+  // O += P V of the tile in slot s: Bc / 16 wgmmas of 64 x D x 16 with P from registers (and
+  // l += P 1 beside each).
   auto issue_pv = [&](int s) {
+    const uint64_t v_slot = attn::wgmma_desc_plus(v_desc, s * S::kSlotBytes);
 #pragma unroll
     for (int kc = 0; kc < Bc / 16; ++kc) {
-      const uint64_t vd = attn::wgmma_desc_plus(v_desc, s * S::kSlotBytes + kc * 16 * 128);
+      const uint64_t vd = attn::wgmma_desc_plus(v_slot, kc * 16 * 128);
       attn::wgmma_rs<D, T, true>(o_acc, p_frag[kc], vd, true);
-      if constexpr (kDropout) attn::wgmma_rs<D, T, true>(o_acc, p_lo[kc], vd, true);
+      if constexpr (kDropout)
+        attn::wgmma_rs<D, T, true>(o_acc, p_lo[kc], vd, true);
+      else
+        attn::wgmma_rs<8, T, false>(l_acc, p_frag[kc], ones_desc, true);
     }
     attn::wgmma_commit();
   };
@@ -223,9 +270,12 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
       tile_max[i % 4 / 2] = i < 4 && i % 2 == 0 ? s_acc[i] : fmaxf(tile_max[i % 4 / 2], s_acc[i]);
     }
 #pragma unroll
-    for (int half = 0; half < 2; ++half)
-      alpha[half] = online_softmax::rescale_to2<kMasked>(
-          state[half], attn::row_max<4>(tile_max[half]), c, attn::exp2_ftz);
+    for (int half = 0; half < 2; ++half) {
+      const float m = attn::row_max<4>(tile_max[half]);
+      alpha[half] = kDropout
+                        ? online_softmax::rescale_to2<kMasked>(state[half], m, c, attn::exp2_ftz)
+                        : online_softmax::move_max2<kMasked>(state[half], m, c, attn::exp2_ftz);
+    }
   };
   // Second (the previous P V has retired, so O and P's registers are free): rescale O, and P.
   auto softmax_p = [&](int n, auto masked) {
@@ -247,6 +297,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     }
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o_acc[i] *= alpha[i % 4 / 2];
+    if constexpr (!kDropout) l_acc[0] *= alpha[0], l_acc[2] *= alpha[1];
     float neg_mc[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half)
@@ -257,7 +308,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         pr[i] = online_softmax::prob2(s_acc[4 * nt + i], c, neg_mc[i / 2], attn::exp2_ftz);
-        state[i / 2].l += pr[i];
+        if constexpr (kDropout) state[i / 2].l += pr[i];
       }
       if constexpr (kDropout) {
 #pragma unroll
@@ -280,11 +331,12 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   // softmax of S_n starts when S_n retires (wait_group 1: the P V group may still run); the slot
   // of tile n - 1 is released once P V has retired too.
   auto tile = [&](int n, auto masked) {
-    const int s = n % kStages, prev = (n - 1) % kStages;
-    attn::mbarrier_wait_parity(&full[s], n / kStages % 2);  // tile n has landed
+    const int prev = slot;
+    if (++slot == kStages) slot = 0, phase ^= 1;
+    attn::mbarrier_wait_parity(&full[slot], phase);  // tile n has landed
     turn_begin();
     attn::wgmma_fence();  // P, O and S were written by ordinary instructions since the last wgmma
-    issue_s(s);
+    issue_s(slot);
     issue_pv(prev);
     turn_end();
     attn::wgmma_wait<1>();  // S_n has retired
@@ -296,10 +348,10 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
 
   if (n_tiles > 0) {
     // Tile 0: S_0 alone, then its softmax (O is still zero).
-    attn::mbarrier_wait_parity(&full[0], 0);
+    attn::mbarrier_wait_parity(&full[slot], phase);
     turn_begin();
     attn::wgmma_fence();
-    issue_s(0);
+    issue_s(slot);
     turn_end();
     attn::wgmma_wait<0>();
     if (n_unmasked > 0) {
@@ -315,16 +367,16 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     // The last tile's O += P V.
     turn_begin();
     attn::wgmma_fence();
-    issue_pv((n_tiles - 1) % kStages);
+    issue_pv(slot);
     turn_end();
     attn::wgmma_wait<0>();
-    attn::mbarrier_arrive(&empty[(n_tiles - 1) % kStages]);
+    attn::mbarrier_arrive(&empty[slot]);
   }
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators.
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    state[half].l = attn::row_sum<4>(state[half].l);
+    state[half].l = kDropout ? attn::row_sum<4>(state[half].l) : l_acc[2 * half];
     if (end[half] == 0) state[half] = online_softmax::init<float>();
     const int r = row0 + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
@@ -368,17 +420,20 @@ void run_sm90a(const AttentionParams& p, attn::RunContext&) {
   const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
-      const attn::TensorMap mq = tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br);
-      const attn::TensorMap mk = tensor_map<T>(p.k, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
-      const attn::TensorMap mv = tensor_map<T>(p.v, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
-      const size_t smem = Smem<D>::kElements * sizeof(T) + (2 * kStages + 1) * sizeof(uint64_t);
-      const dim3 grid(1, q_tiles, bh);
+      auto run = [&]<bool kDropout>() {
+        constexpr int Bc = kKeysPerTile<D, kDropout>;
+        const attn::TensorMap mq = tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br);
+        const attn::TensorMap mk = tensor_map<T>(p.k, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
+        const attn::TensorMap mv = tensor_map<T>(p.v, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
+        const size_t smem =
+            Smem<D, Bc>::kElements * sizeof(T) + (2 * kStages + 1) * sizeof(uint64_t);
+        attn::launch(attention_kernel_sm90a<T, D, kDropout>,
+                     {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p, mq, mk, mv);
+      };
       if (p.dropout > 0.0f)
-        attn::launch(attention_kernel_sm90a<T, D, true>, {grid, dim3(kThreads), smem}, p, mq, mk,
-                     mv);
+        run.template operator()<true>();
       else
-        attn::launch(attention_kernel_sm90a<T, D, false>, {grid, dim3(kThreads), smem}, p, mq, mk,
-                     mv);
+        run.template operator()<false>();
     });
   });
 }
