@@ -80,23 +80,25 @@ struct PooledStack {
 
 // ---- The state of one block ---------------------------------------------------------------------
 
-enum class Wait { none, barrier, collective, predicate };
+enum class Wait : uint8_t { none, barrier, collective, predicate };
 
-struct Thread {
-  ThreadIds ids{};
+// What the scheduler and every warp collective touch comes first, in one cache line: a switch
+// between fibers and the completion of a collective visit 32 threads each.
+struct alignas(64) Thread {
   ctx::fiber fiber;  // the suspended CUDA thread (held by the scheduler)
   ctx::fiber sched;  // the way back to the scheduler (held by the running thread)
   bool done = false;
   bool ready = true;
   bool abandoned = false;  // ended by fail_no_unwind: its fiber must never be resumed or unwound
-  std::exception_ptr error;
   Wait wait = Wait::none;
-  const char* what = nullptr;
-  simt::where_t where;
-  int barrier_id = -1;
   uint32_t coll_mask = 0;
   const char* coll_kind = nullptr;
   CollectiveFn coll_fn = nullptr;
+  simt::where_t where;
+  ThreadIds ids{};
+  std::exception_ptr error;
+  const char* what = nullptr;
+  int barrier_id = -1;
   bool (*pred)(void*) = nullptr;
   void* pred_arg = nullptr;
 };
@@ -135,12 +137,22 @@ struct Block {
   std::vector<Pending> pending;
   uint3 idx{};
   int wake_min = 0;  // lowest thread made runnable since the greedy scheduler last looked
+  // The scheduler's position, shared with suspend(), which switches straight to the thread the
+  // scheduler would resume next: the round's order (forward, reverse, random) and the next entry
+  // of it to look at; greedy keeps none.
+  Schedule::Order order = Schedule::Order::forward;
+  std::vector<int> round;
+  size_t round_pos = 0;
   std::unique_ptr<BlockExtension> ext;  // Hopper emulation state (sm90.cpp), if the kernel uses it
 };
 
 thread_local Block* t_block = nullptr;
 thread_local Thread* t_thread = nullptr;
 thread_local bool t_in_fiber = false;
+// What a collective's compute function reads as the input of a lane that gives none, and where it
+// writes the output of a lane that takes none (see LaneSlot).
+alignas(16) constexpr unsigned char kZeroPayload[kCollectivePayload] = {};
+alignas(16) thread_local unsigned char t_scratch_out[kCollectivePayload];
 std::atomic<bool> g_track_stores{false};
 
 // ---- A kernel that faults anyway -------------------------------------------------------------
@@ -237,9 +249,46 @@ std::string ranges(const std::vector<int>& ids) {
   return s;
 }
 
+// The thread the scheduler would resume next after `t` stopped running without exiting or
+// failing, or null when it would first do more than pick one (start a round, look at predicates,
+// report a deadlock). The same choice as the scheduler loop in run_block.
+Thread* next_to_run(Block& blk, const Thread& t) {
+  if (blk.order == Schedule::Order::greedy) {
+    const int n = blk.nthreads;
+    for (int tid = std::min(t.ids.tid, blk.wake_min); tid < n; ++tid) {
+      Thread& x = blk.threads[tid];
+      if (!x.done && x.ready) return &x;
+    }
+    return nullptr;
+  }
+  while (blk.round_pos < blk.round.size()) {
+    Thread& x = blk.threads[blk.round[blk.round_pos++]];
+    if (!x.done && x.ready) return &x;
+  }
+  return nullptr;
+}
+
+// Stops the calling thread until it is made ready again and resumed. Instead of returning to the
+// scheduler, which would only pick the next thread and resume it, switches to that thread
+// directly (one context switch instead of two). Whoever resumes a thread hands it the way back to
+// the scheduler: the scheduler's own resume() does, and a direct switch passes on the suspending
+// thread's `sched`.
 void suspend(Thread& t) {
   t.ready = false;
-  t.sched = std::move(t.sched).resume();
+  Block& blk = *t_block;
+  Thread* next = next_to_run(blk, t);
+  if (next == nullptr) {
+    t.sched = std::move(t.sched).resume();
+    return;
+  }
+  if (blk.order == Schedule::Order::greedy) blk.wake_min = blk.nthreads;
+  t_current = &next->ids;
+  t_thread = next;
+  Thread* me = &t;
+  t.sched = std::move(next->fiber).resume_with([me](ctx::fiber&& from) -> ctx::fiber {
+    me->fiber = std::move(from);
+    return std::move(me->sched);
+  });
 }
 
 // ---- Warp collectives
@@ -255,7 +304,12 @@ bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, Collect
     const Thread& x = blk.threads[warp * 32 + std::countr_zero(m)];
     if (x.coll_mask != mask || x.coll_kind != kind) return false;
   }
-  fn(CollectiveView{mask, arrived, &blk.slots[warp * 32], warp});
+  LaneSlot* slots = &blk.slots[warp * 32];
+  for (uint32_t m = mask & ~arrived; m != 0; m &= m - 1) {
+    slots[std::countr_zero(m)].in = kZeroPayload;
+    slots[std::countr_zero(m)].out = t_scratch_out;
+  }
+  fn(CollectiveView{mask, arrived, slots, warp});
   for (uint32_t m = arrived; m != 0; m &= m - 1) {
     Thread& x = blk.threads[warp * 32 + std::countr_zero(m)];
     x.wait = Wait::none;
@@ -423,15 +477,22 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   }
 
   std::mt19937_64 rng(L.schedule.seed * 0x9E3779B97F4A7C15ull + linear_block);
-  std::vector<int> order;
+  std::vector<int>& order = blk.round;
+  order.clear();
   order.reserve(n);
+  blk.round_pos = 0;
+  blk.order = L.schedule.order;
   int finished = 0;
-  auto resume = [&](Thread& t) {
-    t_current = &t.ids;
-    t_thread = &t;
+  // Resumes `first`; returns the thread that came back to the scheduler, which is another one
+  // when threads switched to each other directly (suspend).
+  auto resume = [&](Thread& first) -> Thread& {
+    t_current = &first.ids;
+    t_thread = &first;
     t_in_fiber = true;
-    t.fiber = std::move(t.fiber).resume();
+    ctx::fiber back = std::move(first.fiber).resume();
     t_in_fiber = false;
+    Thread& t = *t_thread;
+    t.fiber = std::move(back);
     if (t.error) {
       // A fiber ended by fail_no_unwind is parked inside a compiler-inserted check that cannot
       // unwind: keep it (and its stack) forever instead of letting ~fiber unwind it.
@@ -446,6 +507,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
       ++finished;
       on_exit(blk, t);
     }
+    return t;
   };
   if (L.schedule.order == Schedule::Order::greedy) {
     // Always the lowest runnable thread: scan up from the lowest one that may have become
@@ -466,8 +528,8 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
         if (tid == n) throw KernelError(deadlock_report(blk));
       }
       blk.wake_min = n;
-      resume(blk.threads[tid]);
-      pos = std::min(tid, blk.wake_min);
+      const Thread& back = resume(blk.threads[tid]);
+      pos = std::min(back.ids.tid, blk.wake_min);
     }
     return;
   }
@@ -485,8 +547,8 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
     if (order.empty()) throw KernelError(deadlock_report(blk));
     if (L.schedule.order == Schedule::Order::reverse) std::reverse(order.begin(), order.end());
     if (L.schedule.order == Schedule::Order::random) std::shuffle(order.begin(), order.end(), rng);
-    for (int tid : order) {
-      Thread& t = blk.threads[tid];
+    for (blk.round_pos = 0; blk.round_pos < order.size();) {
+      Thread& t = blk.threads[order[blk.round_pos++]];
       if (t.done || !t.ready) continue;
       resume(t);
     }
@@ -507,7 +569,8 @@ void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_
     fail(std::string(kind) + " at " + loc(where) + ": mask " + hex(mask) +
          " does not include the calling lane " + std::to_string(lane));
   LaneSlot& slot = blk.slots[t.ids.tid];
-  if (in_bytes != 0) std::memcpy(slot.in, in, in_bytes);
+  slot.in = in_bytes != 0 ? static_cast<const unsigned char*>(in) : kZeroPayload;
+  slot.out = out_bytes != 0 ? static_cast<unsigned char*>(out) : t_scratch_out;
   t.wait = Wait::collective;
   t.coll_mask = mask;
   t.coll_kind = kind;
@@ -516,7 +579,6 @@ void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_
   blk.collective_lanes[t.ids.warp] |= 1u << lane;
   if (!try_complete(blk, t.ids.warp, mask, kind, compute)) suspend(t);
   t.ready = true;
-  if (out_bytes != 0) std::memcpy(out, slot.out, out_bytes);
 }
 
 // The barrier `id` that a bar.sync or bar.arrive of `count` threads joins: the id and count

@@ -71,11 +71,15 @@ inline ThreadIds& current() {
 // runs `compute` over all inputs and writes every lane's output. Lanes that exited do not take
 // part (as in PTX); reading from one is an error.
 
-constexpr size_t kCollectivePayload = 128;  // bytes of input and of output per lane
+constexpr size_t kCollectivePayload = 128;  // the most bytes of input or of output per lane
 
+// A waiting lane's input and output, in place: `in` points at the in_bytes the lane passed (they
+// stay put while it waits) and `out` at its result buffer, so nothing is copied. For a lane of the
+// mask that does not take part (it exited), `in` reads kCollectivePayload zero bytes and `out`
+// is scratch; a compute function writes at most the out_bytes its callers pass.
 struct LaneSlot {
-  alignas(16) unsigned char in[kCollectivePayload];
-  alignas(16) unsigned char out[kCollectivePayload];
+  const unsigned char* in;
+  unsigned char* out;
 };
 
 struct CollectiveView {
@@ -89,8 +93,8 @@ using CollectiveFn = void (*)(const CollectiveView& view);
 
 // `kind` names the operation for matching and messages ("__shfl_xor_sync", "mma.sync..."):
 // lanes meet only if they pass the same pointer (string literals at one call site are fine; the
-// wrappers pass their own name). Copies `in` (in_bytes) into the lane's slot, waits, and copies the
-// lane's result (out_bytes) to `out`.
+// wrappers pass their own name). The lane's slot points at `in` (in_bytes) and `out` (out_bytes)
+// while it waits; `compute` reads the one and writes the other.
 void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_bytes, void* out,
                      size_t out_bytes, CollectiveFn compute, const simt::where_t& where);
 
