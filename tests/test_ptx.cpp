@@ -92,6 +92,84 @@ TEST_CASE("ptx: the mma operand conversion equals __half2float and __bfloat162fl
 }
 
 namespace {
+// mma's computation as the PTX ISA defines it, one element at a time: the operands at their
+// fragment places, converted with f16_bits_to_float (bf16: the top half of an FP32), and D = C +
+// the sixteen products added in k order in FP32; a NaN result is the canonical NaN.
+void mma_scalar(simt::MmaType type, const uint32_t (*a)[4], const uint32_t (*b)[2],
+                const float (*c)[4], float (*d)[4]) {
+  auto f = [&](uint16_t h) {
+    return type == simt::MmaType::f16 ? simt::f16_bits_to_float(h)
+                                      : std::bit_cast<float>(uint32_t(h) << 16);
+  };
+  float A[16][16], B[16][8], C[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 8; ++i)
+      A[g + 8 * ((i / 2) % 2)][2 * t + i % 2 + 8 * (i / 4)] =
+          f(static_cast<uint16_t>(a[lane][i / 2] >> (16 * (i % 2))));
+    for (int i = 0; i < 4; ++i)
+      B[2 * t + i % 2 + 8 * (i / 2)][g] =
+          f(static_cast<uint16_t>(b[lane][i / 2] >> (16 * (i % 2))));
+    for (int i = 0; i < 4; ++i) C[g + 8 * (i / 2)][2 * t + i % 2] = c[lane][i];
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+      const int m = g + 8 * (i / 2), n = 2 * t + i % 2;
+      float acc = C[m][n];
+      for (int k = 0; k < 16; ++k) acc += A[m][k] * B[k][n];
+      d[lane][i] = std::isnan(acc) ? std::bit_cast<float>(0x7fffffffu) : acc;  // canonical NaN
+    }
+  }
+}
+}  // namespace
+
+// The SIMD body of mma (AVX2 where the CPU has it) against the portable one and against the
+// element-wise definition above, bit for bit: random operands with every fp16 and bf16 pattern
+// (NaN, infinity, subnormals, zeros of both signs) and accumulators with specials of their own.
+TEST_CASE("ptx: mma's SIMD and portable bodies give the same bits, specials included", "[ptx]") {
+  std::mt19937 rng(11);
+  const float specials[] = {0.0f,   -0.0f,   INFINITY, -INFINITY, NAN,
+                            1e-45f, -1e-40f, 3.4e38f,  -3.4e38f,  1.0f};
+  const uint16_t special16[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfdff, 0x0001,
+                                0x83ff, 0x0400, 0x7bff, 0x7f80, 0xff80, 0x7fc0, 0x7f81, 0x3c00};
+  for (simt::MmaType type : {simt::MmaType::f16, simt::MmaType::bf16}) {
+    // 256 runs whose A operands together are every 16-bit pattern; B and C random, a quarter of
+    // their elements special.
+    for (uint32_t run = 0; run < 256; ++run) {
+      uint32_t a[32][4], b[32][2];
+      float c[32][4], scalar[32][4], portable[32][4], simd[32][4];
+      auto half = [&]() -> uint32_t {
+        return rng() % 4 == 0 ? special16[rng() % 16] : static_cast<uint16_t>(rng());
+      };
+      for (int lane = 0; lane < 32; ++lane) {
+        for (int r = 0; r < 4; ++r) {
+          const uint32_t x = run * 256 + lane * 8 + r * 2;
+          a[lane][r] = x | (x + 1) << 16;
+          c[lane][r] = rng() % 4 == 0 ? specials[rng() % 10]
+                                      : std::ldexp(float(int32_t(rng())) / 2147483648.0f,
+                                                   int(rng() % 40) - 20);
+        }
+        for (int r = 0; r < 2; ++r) b[lane][r] = half() | half() << 16;
+      }
+      mma_scalar(type, a, b, c, scalar);
+      simt::testing::mma_compute(type, false, a, b, c, portable);
+      simt::testing::mma_compute(type, true, a, b, c, simd);
+      for (int lane = 0; lane < 32; ++lane)
+        for (int i = 0; i < 4; ++i) {
+          INFO((type == simt::MmaType::f16 ? "f16" : "bf16")
+               << " run " << run << " lane " << lane << " d" << i);
+          REQUIRE(std::bit_cast<uint32_t>(portable[lane][i]) ==
+                  std::bit_cast<uint32_t>(scalar[lane][i]));
+          REQUIRE(std::bit_cast<uint32_t>(simd[lane][i]) ==
+                  std::bit_cast<uint32_t>(portable[lane][i]));
+        }
+    }
+  }
+  if (!simt::testing::mma_simd_available()) WARN("no SIMD body on this CPU: portable one only");
+}
+
+namespace {
 // Shared memory holds 32 rows of 8 halves, value 100 * row + col; lane l points at row l.
 template <int N, bool Trans>
 __global__ void ldmatrix_kernel(uint32_t* out) {

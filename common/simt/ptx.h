@@ -59,6 +59,11 @@ namespace testing {
 void skip_cp_async_wait(bool on);
 void skip_barrier_at(const char* file_suffix, int line);  // line 0: none
 bool barrier_skipped(const simt::where_t& where);
+// mma.m16n8k16's computation outside a kernel, for 32 lanes' fragments: with the SIMD (AVX2) body
+// or the portable one, which must give the same bits. simd is ignored where none is available.
+bool mma_simd_available();
+void mma_compute(MmaType type, bool simd, const uint32_t (*a)[4], const uint32_t (*b)[2],
+                 const float (*c)[4], float (*d)[4]);
 }  // namespace testing
 
 }  // namespace simt
