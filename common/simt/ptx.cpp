@@ -261,7 +261,7 @@ void cp_async_wait(int n, const simt::where_t&) {
       std::memset(c.dst + c.bytes, 0, 16 - c.bytes);  // the zero-fill of a partial source
       detail::async_landed(c.dst);
     }
-    a.groups.pop_front();
+    a.groups.erase(a.groups.begin());
   }
 }
 

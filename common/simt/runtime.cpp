@@ -393,14 +393,13 @@ void on_exit(Block& blk, Thread& t) {
                         " exited without reaching it (" + std::to_string(b.arrived) + " of " +
                         std::to_string(b.count) + " threads arrived)\n" + deadlock_report(blk));
   }
-  // Lanes waiting in a collective with this lane in its mask may now be complete.
+  // Lanes waiting in a collective with this lane in its mask may now be complete (the lanes
+  // that wait in one are collective_lanes; a completion may take several of them out).
   const int warp = t.ids.warp;
   for (int lane = 0; lane < 32; ++lane) {
-    const int tid = warp * 32 + lane;
-    if (tid >= blk.nthreads) break;
-    const Thread& x = blk.threads[tid];
-    if (!x.done && x.wait == Wait::collective)
-      try_complete(blk, warp, x.coll_mask, x.coll_kind, x.coll_fn);
+    if (!(blk.collective_lanes[warp] >> lane & 1u)) continue;
+    const Thread& x = blk.threads[warp * 32 + lane];
+    try_complete(blk, warp, x.coll_mask, x.coll_kind, x.coll_fn);
   }
 }
 

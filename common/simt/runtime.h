@@ -9,7 +9,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,7 +37,7 @@ struct PendingCopy {
 };
 struct AsyncCopies {
   std::vector<PendingCopy> open;
-  std::deque<std::vector<PendingCopy>> groups;
+  std::vector<std::vector<PendingCopy>> groups;  // not a deque: that allocates when constructed
 };
 
 // What the builtins threadIdx, blockIdx, blockDim and gridDim read, and other per-thread state
