@@ -28,7 +28,7 @@ namespace ctx = boost::context;
 
 namespace detail {
 
-thread_local ThreadIds* t_current = nullptr;
+constinit thread_local ThreadIds* t_current = nullptr;
 
 namespace {
 

@@ -57,7 +57,8 @@ struct ThreadIds {
 };
 
 // The CUDA thread running on this OS thread right now.
-extern thread_local ThreadIds* t_current;
+// constinit: no dynamic initialisation, so other files read it directly (no TLS wrapper call).
+extern thread_local constinit ThreadIds* t_current;
 
 inline ThreadIds& current() {
   return *t_current;
