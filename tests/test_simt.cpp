@@ -2,9 +2,12 @@
 // guide and PTX ISA), and its strictness: deadlocks, barrier misuse, races, out-of-bounds writes.
 #include <catch2/catch.hpp>
 // The kernels below are compiled by the host compiler against the SIMT backend.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/kernel.h"
@@ -357,6 +360,62 @@ TEST_CASE("simt: invalid launches and __trap are reported with the place", "[sim
                     Catch::Contains("dynamic shared memory"));
   CHECK_THROWS_WITH(launch(traps, {dim3(2), dim3(32)}, out.ptr),
                     Catch::Contains("block (1,0,0) thread (5,0,0)") && Catch::Contains("__trap"));
+}
+
+namespace {
+// Counts how many CUDA threads' stacks were unwound: its destructor runs when the thread returns,
+// when an exception leaves it, and when the backend unwinds a thread that waits in a failed block.
+std::atomic<int> g_destroyed{0};
+struct CountsDestruction {
+  ~CountsDestruction() { g_destroyed.fetch_add(1); }
+};
+__global__ void traps_while_others_wait(int* out) {
+  CountsDestruction guard;
+  out[threadIdx.x] = 1;
+  if (threadIdx.x == 40) __trap();
+  __syncthreads();
+  out[threadIdx.x] = 2;
+}
+}  // namespace
+
+TEST_CASE("simt: a failed block's waiting threads are unwound, the others never started",
+          "[simt][strict]") {
+  // Forward order: threads 0-39 wait at the barrier, thread 40 traps, 41-63 have not run yet.
+  // The launch reports the trap; the waiting threads' stacks are unwound (their destructors run:
+  // 40 of them, and thread 40's own as its error leaves it), the unstarted ones are not entered.
+  ScheduleGuard forward("forward");
+  DeviceBuf<int> out(64, "out");
+  g_destroyed = 0;
+  CHECK_THROWS_WITH(launch(traps_while_others_wait, {dim3(1), dim3(64)}, out.ptr),
+                    Catch::Contains("thread (40,0,0)") && Catch::Contains("__trap"));
+  CHECK(g_destroyed.load() == 41);
+  // Unwound where they waited: none of them ran past the barrier (2), none of the others ran at
+  // all (the buffer's poison stays).
+  const std::vector<int> o = out.get();
+  for (int t = 0; t < 64; ++t) {
+    INFO("thread " << t);
+    if (t <= 40)
+      CHECK(o[t] == 1);
+    else
+      CHECK(o[t] != 1);
+  }
+  CHECK(std::count(o.begin(), o.end(), 2) == 0);
+  // The stacks went back to the pool in a usable state: a clean launch runs every thread.
+  g_destroyed = 0;
+  CHECK_NOTHROW(launch(traps_while_others_wait, {dim3(1), dim3(32)}, out.ptr));
+  CHECK(g_destroyed.load() == 32);
+}
+
+TEST_CASE("simt: fibers switch with the backend's own switch where it has one", "[simt]") {
+  // tests/CMakeLists.txt runs this whole file a second time with SIMT_FIBER=boost.
+  const char* env = std::getenv("SIMT_FIBER");
+  const bool boost = (env && std::strcmp(env, "boost") == 0);
+#if defined(__x86_64__) && defined(__ELF__)
+  CHECK(std::string(simt::context_switch()) == (boost ? "Boost.Context" : "simt_switch_context"));
+#else
+  (void)boost;
+  CHECK(std::string(simt::context_switch()) == "Boost.Context");
+#endif
 }
 
 TEST_CASE("simt: schedules parse, and bad ones are refused", "[simt]") {

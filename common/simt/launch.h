@@ -42,6 +42,10 @@ void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::functio
 using ProgressHook = std::function<void(uint64_t started, uint64_t total)>;
 void set_progress_hook(ProgressHook hook);
 
+// How this process switches between CUDA threads' fibers: "simt_switch_context" (the backend's
+// own, on x86-64 Linux) or "Boost.Context" (elsewhere, and wherever SIMT_FIBER=boost is set).
+const char* context_switch();
+
 // Limits a launch is checked against (those of sm_90; smaller GPUs allow less shared memory).
 constexpr int kMaxThreadsPerBlock = 1024;
 constexpr size_t kMaxDynamicSmem = 227 * 1024;

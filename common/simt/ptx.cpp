@@ -185,13 +185,18 @@ void ldmatrix_compute(const detail::CollectiveView& v) {
   }
 }
 
-void need_whole_warp(const char* what, const simt::where_t& where) {
+[[noreturn, gnu::noinline, gnu::cold]] void not_whole_warps(const char* what,
+                                                            const simt::where_t& where) {
+  fail(std::string(what) + " at " + where.file_name() + ":" + std::to_string(where.line()) +
+       ": the block has " + std::to_string(detail::block_threads()) +
+       " threads; a .sync.aligned warp instruction needs whole warps");
+}
+
+[[gnu::always_inline]] inline void need_whole_warp(const char* what, const simt::where_t& where) {
   // On every mma and ldmatrix: the block size from the thread's own ids, not a call.
   const dim3& bd = detail::current().block_dim;
-  if (bd.x * bd.y * bd.z % 32 != 0)
-    fail(std::string(what) + " at " + where.file_name() + ":" + std::to_string(where.line()) +
-         ": the block has " + std::to_string(detail::block_threads()) +
-         " threads; a .sync.aligned warp instruction needs whole warps");
+  if (bd.x * bd.y * bd.z % 32 != 0) [[unlikely]]
+    not_whole_warps(what, where);
 }
 
 }  // namespace
@@ -223,7 +228,10 @@ void ldmatrix(int count, bool trans, uint32_t* regs, const void* row_address,
   uint32_t out[4];
   detail::warp_collective(0xffffffffu, kLdmatrix, &in, sizeof in, out, sizeof out, ldmatrix_compute,
                           where);
-  std::memcpy(regs, out, sizeof(uint32_t) * count);
+  if (count == 4)  // the usual case, as a fixed-size copy (no call to memcpy)
+    std::memcpy(regs, out, sizeof out);
+  else
+    std::memcpy(regs, out, sizeof(uint32_t) * count);
 }
 
 void cp_async_16(void* dst, const void* src, int src_bytes, const simt::where_t& where) {
@@ -238,7 +246,10 @@ void cp_async_16(void* dst, const void* src, int src_bytes, const simt::where_t&
            ": source " + bad);
   }
   detail::PendingCopy c{static_cast<unsigned char*>(dst), {}, src_bytes};
-  if (src_bytes > 0) std::memcpy(c.data, src, src_bytes);
+  if (src_bytes == 16)  // the usual case, as a fixed-size copy
+    std::memcpy(c.data, src, 16);
+  else if (src_bytes > 0)
+    std::memcpy(c.data, src, src_bytes);
   // Until the copy lands (at the wait_group that retires it) its destination holds no defined
   // value: it reads as poison, so a stage refilled while another warp still reads it is caught.
   std::memset(c.dst, 0xFF, 16);
@@ -257,8 +268,12 @@ void cp_async_wait(int n, const simt::where_t&) {
   auto& a = detail::current().async;
   while (static_cast<int>(a.groups.size()) > n) {
     for (const detail::PendingCopy& c : a.groups.front()) {
-      std::memcpy(c.dst, c.data, c.bytes);
-      std::memset(c.dst + c.bytes, 0, 16 - c.bytes);  // the zero-fill of a partial source
+      if (c.bytes == 16) {
+        std::memcpy(c.dst, c.data, 16);
+      } else {
+        std::memcpy(c.dst, c.data, c.bytes);
+        std::memset(c.dst + c.bytes, 0, 16 - c.bytes);  // the zero-fill of a partial source
+      }
       detail::async_landed(c.dst);
     }
     a.groups.erase(a.groups.begin());

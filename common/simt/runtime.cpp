@@ -78,6 +78,171 @@ struct PooledStack {
   }
 };
 
+// ---- Switching between contexts ---------------------------------------------------------------
+// A context is the scheduler (the OS thread's own stack) or one CUDA thread's fiber. Every switch
+// is symmetric: switch_context(from, to) saves the running context into `from` and resumes `to`,
+// and returns when some other context switches back to `from`.
+//
+// Two implementations of the same switch. On x86-64 ELF (Linux) a minimal one written here: it
+// saves the six callee-saved integer registers and the stack pointer, no more. Boost.Context's
+// switch also saves and restores the MXCSR and x87 control words on every switch; ldmxcsr and
+// fldcw are slow, serialising instructions, and at one switch per lane per warp collective
+// (about 50 million in one step4 launch at S=1024) perf put a sixth of the CPU backend's time in
+// Boost.Context's switch function.
+// Skipping them is sound here because no context changes the floating-point environment (the
+// emulations and kernels run in the default rounding mode throughout). Elsewhere (arm64, macOS)
+// and with SIMT_FIBER=boost, Boost.Context's fibers, switched with resume_with (an ontop call
+// that keeps the return-stack buffer balanced, unlike a plain resume).
+#if defined(__x86_64__) && defined(__ELF__)
+#define SIMT_ASM_SWITCH 1
+extern "C" void simt_switch_context(void** save_sp, void* load_sp);
+extern "C" void simt_context_entry();
+// simt_switch_context: pushes rbp, rbx, r12-r15, stores rsp in *save_sp (rdi), loads load_sp
+// (rsi) and pops the same registers of the context saved there, then returns into it.
+// simt_context_entry: where a new context's first switch returns to: calls rbx(r12, r13)
+// (asm_context_main and its arguments, placed in the new stack's saved registers), which never
+// returns.
+asm(R"(
+  .text
+  .p2align 4
+  .globl simt_switch_context
+  .hidden simt_switch_context
+  .type simt_switch_context, @function
+simt_switch_context:
+  .cfi_startproc
+  pushq %rbp
+  .cfi_adjust_cfa_offset 8
+  pushq %rbx
+  .cfi_adjust_cfa_offset 8
+  pushq %r12
+  .cfi_adjust_cfa_offset 8
+  pushq %r13
+  .cfi_adjust_cfa_offset 8
+  pushq %r14
+  .cfi_adjust_cfa_offset 8
+  pushq %r15
+  .cfi_adjust_cfa_offset 8
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  .cfi_adjust_cfa_offset -8
+  popq %r14
+  .cfi_adjust_cfa_offset -8
+  popq %r13
+  .cfi_adjust_cfa_offset -8
+  popq %r12
+  .cfi_adjust_cfa_offset -8
+  popq %rbx
+  .cfi_adjust_cfa_offset -8
+  popq %rbp
+  .cfi_adjust_cfa_offset -8
+  ret
+  .cfi_endproc
+  .size simt_switch_context, .-simt_switch_context
+
+  .p2align 4
+  .globl simt_context_entry
+  .hidden simt_context_entry
+  .type simt_context_entry, @function
+simt_context_entry:
+  .cfi_startproc
+  .cfi_undefined rip
+  movq %r12, %rdi
+  movq %r13, %rsi
+  callq *%rbx
+  ud2
+  .cfi_endproc
+  .size simt_context_entry, .-simt_context_entry
+)");
+#endif
+
+// Whether this process switches with simt_switch_context (false: Boost.Context).
+bool asm_switch() {
+#ifdef SIMT_ASM_SWITCH
+  static const bool yes = [] {
+    const char* env = std::getenv("SIMT_FIBER");
+    return !(env && std::strcmp(env, "boost") == 0);
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+struct Context {
+  void* sp = nullptr;  // simt_switch_context: the saved stack pointer
+  ctx::fiber fiber;    // Boost.Context: the suspended fiber
+};
+
+[[gnu::always_inline]] inline void switch_context(Context& from, Context& to) {
+#ifdef SIMT_ASM_SWITCH
+  if (asm_switch()) {
+    simt_switch_context(&from.sp, to.sp);
+    return;
+  }
+#endif
+  Context* save = &from;
+  // Whoever resumes `from` later does so through this same function: the fiber it returns is the
+  // empty one its lambda returns.
+  (void)std::move(to.fiber).resume_with([save](ctx::fiber&& f) -> ctx::fiber {
+    save->fiber = std::move(f);
+    return {};
+  });
+}
+
+// What a context runs: returns the context to switch to when it has finished (after which it
+// is never resumed).
+using ContextEntry = Context& (*)(void* arg);
+
+#ifdef SIMT_ASM_SWITCH
+[[noreturn]] void asm_context_main(void* arg, ContextEntry entry) {
+  Context& next = entry(arg);
+  void* finished;
+  simt_switch_context(&finished, next.sp);
+  __builtin_trap();  // never resumed
+}
+#endif
+
+// Prepares `c` to run entry(arg) on a stack of its own when first switched to; with
+// simt_switch_context, that stack is `stack`, to be given back by free_context.
+void make_context(Context& c, ctx::stack_context& stack, ContextEntry entry, void* arg) {
+#ifdef SIMT_ASM_SWITCH
+  if (asm_switch()) {
+    stack = PooledStack{}.allocate();
+    // The frame simt_switch_context pops: r15 = 0, r14 = 0, r13 = entry, r12 = arg,
+    // rbx = asm_context_main, rbp = 0, then the return address simt_context_entry, after which
+    // rsp is 16-byte aligned for its call.
+    auto* top = static_cast<uintptr_t*>(stack.sp);
+    uintptr_t* frame = top - 9;
+    frame[0] = frame[1] = 0;
+    frame[2] = reinterpret_cast<uintptr_t>(entry);
+    frame[3] = reinterpret_cast<uintptr_t>(arg);
+    frame[4] = reinterpret_cast<uintptr_t>(&asm_context_main);
+    frame[5] = 0;
+    frame[6] = reinterpret_cast<uintptr_t>(&simt_context_entry);
+    frame[7] = frame[8] = 0;
+    c.sp = frame;
+    return;
+  }
+#endif
+  c.fiber = ctx::fiber(std::allocator_arg, PooledStack{}, [entry, arg](ctx::fiber&&) -> ctx::fiber {
+    return std::move(entry(arg).fiber);
+  });
+}
+
+// Gives back the stack of a context that finished (or never ran). Boost.Context frees a finished
+// fiber's stack itself; destroying one that never ran unwinds nothing.
+void free_context(Context& c, ctx::stack_context& stack) {
+  if (stack.sp != nullptr) PooledStack{}.deallocate(stack);
+  stack = {};
+  c.sp = nullptr;
+  c.fiber = {};
+}
+
+// Thrown into a suspended CUDA thread to unwind its stack when its block ends early (another
+// thread failed); its entry function catches it.
+struct Unwind {};
+
 // ---- The state of one block ---------------------------------------------------------------------
 
 enum class Wait : uint8_t { none, barrier, collective, predicate };
@@ -85,18 +250,16 @@ enum class Wait : uint8_t { none, barrier, collective, predicate };
 // What the scheduler and every warp collective touch comes first, in one cache line: a switch
 // between fibers and the completion of a collective visit 32 threads each.
 struct alignas(64) Thread {
-  ctx::fiber fiber;  // the suspended CUDA thread (held by the scheduler)
-  ctx::fiber sched;  // the way back to the scheduler (held by the running thread)
   bool done = false;
-  bool ready = true;
+  bool started = false;    // switched to at least once
+  bool unwind = false;     // set to end the thread by throwing Unwind where it waits
   bool abandoned = false;  // ended by fail_no_unwind: its fiber must never be resumed or unwound
+  int tid = 0;             // ids.tid, here in the first cache line
   Wait wait = Wait::none;
-  uint32_t coll_mask = 0;
-  const char* coll_kind = nullptr;
-  CollectiveFn coll_fn = nullptr;
   simt::where_t where;
   ThreadIds ids{};
   std::exception_ptr error;
+  ctx::stack_context stack{};  // simt_switch_context: the thread's stack (from PooledStack)
   const char* what = nullptr;
   int barrier_id = -1;
   bool (*pred)(void*) = nullptr;
@@ -144,6 +307,19 @@ struct Block {
   std::vector<int> round;
   size_t round_pos = 0;
   std::unique_ptr<BlockExtension> ext;  // Hopper emulation state (sm90.cpp), if the kernel uses it
+  Context sched;                        // the scheduler, while a CUDA thread runs
+  // Per thread, in arrays of their own (a collective's completion and every switch read them for
+  // 32 threads: dense, they stay in the L1 cache where the threads' own state does not):
+  std::unique_ptr<Context[]> contexts;  // the thread while it does not run
+  std::unique_ptr<uint8_t[]> ready;     // 1: may run (not waiting, not exited)
+  // The collective a thread waits in, when its wait is Wait::collective.
+  struct CollectiveWait {
+    uint32_t mask;
+    const char* kind;
+    CollectiveFn fn;
+  };
+  std::unique_ptr<CollectiveWait[]> coll;
+  const std::function<void()>* body = nullptr;
 };
 
 thread_local Block* t_block = nullptr;
@@ -252,43 +428,45 @@ std::string ranges(const std::vector<int>& ids) {
 // The thread the scheduler would resume next after `t` stopped running without exiting or
 // failing, or null when it would first do more than pick one (start a round, look at predicates,
 // report a deadlock). The same choice as the scheduler loop in run_block.
-Thread* next_to_run(Block& blk, const Thread& t) {
+int next_to_run(Block& blk, const Thread& t) {
   if (blk.order == Schedule::Order::greedy) {
     const int n = blk.nthreads;
-    for (int tid = std::min(t.ids.tid, blk.wake_min); tid < n; ++tid) {
-      Thread& x = blk.threads[tid];
-      if (!x.done && x.ready) return &x;
-    }
-    return nullptr;
+    for (int tid = std::min(t.tid, blk.wake_min); tid < n; ++tid)
+      if (blk.ready[tid]) return tid;
+    return -1;
   }
   while (blk.round_pos < blk.round.size()) {
-    Thread& x = blk.threads[blk.round[blk.round_pos++]];
-    if (!x.done && x.ready) return &x;
+    const int tid = blk.round[blk.round_pos++];
+    if (blk.ready[tid]) return tid;
   }
-  return nullptr;
+  return -1;
 }
 
 // Stops the calling thread until it is made ready again and resumed. Instead of returning to the
 // scheduler, which would only pick the next thread and resume it, switches to that thread
-// directly (one context switch instead of two). Whoever resumes a thread hands it the way back to
-// the scheduler: the scheduler's own resume() does, and a direct switch passes on the suspending
-// thread's `sched`.
-void suspend(Thread& t) {
-  t.ready = false;
+// directly (one context switch instead of two). A thread resumed only to be unwound throws.
+[[gnu::always_inline]] inline void suspend(Thread& t) {
   Block& blk = *t_block;
-  Thread* next = next_to_run(blk, t);
-  if (next == nullptr) {
-    t.sched = std::move(t.sched).resume();
-    return;
+  blk.ready[t.tid] = 0;
+  const int next = next_to_run(blk, t);
+  if (next < 0) {
+    switch_context(blk.contexts[t.tid], blk.sched);
+  } else {
+    if (blk.order == Schedule::Order::greedy) blk.wake_min = blk.nthreads;
+    // The thread after `next` runs next but one: start loading the top of its stack (the frames
+    // that its return from the switch touches first) and its Thread. Measured at step4's shape:
+    // about 10 % less time than none, 6 lines as good as 16 (more was slower).
+    if (blk.round_pos < blk.round.size()) {
+      const int after = blk.round[blk.round_pos];
+      __builtin_prefetch(&blk.threads[after]);
+      const char* sp = static_cast<const char*>(blk.contexts[after].sp);
+      for (int i = 0; i < 6; ++i) __builtin_prefetch(sp + 64 * i);
+    }
+    t_current = &blk.threads[next].ids;
+    t_thread = &blk.threads[next];
+    switch_context(blk.contexts[t.tid], blk.contexts[next]);
   }
-  if (blk.order == Schedule::Order::greedy) blk.wake_min = blk.nthreads;
-  t_current = &next->ids;
-  t_thread = next;
-  Thread* me = &t;
-  t.sched = std::move(next->fiber).resume_with([me](ctx::fiber&& from) -> ctx::fiber {
-    me->fiber = std::move(from);
-    return std::move(me->sched);
-  });
+  if (t.unwind) throw Unwind{};
 }
 
 // ---- Warp collectives
@@ -301,8 +479,8 @@ bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, Collect
   const uint32_t arrived = mask & blk.live_lanes[warp];
   if (arrived == 0 || (arrived & ~blk.collective_lanes[warp]) != 0) return false;
   for (uint32_t m = arrived; m != 0; m &= m - 1) {
-    const Thread& x = blk.threads[warp * 32 + std::countr_zero(m)];
-    if (x.coll_mask != mask || x.coll_kind != kind) return false;
+    const Block::CollectiveWait& x = blk.coll[warp * 32 + std::countr_zero(m)];
+    if (x.mask != mask || x.kind != kind) return false;
   }
   LaneSlot* slots = &blk.slots[warp * 32];
   for (uint32_t m = mask & ~arrived; m != 0; m &= m - 1) {
@@ -310,11 +488,9 @@ bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, Collect
     slots[std::countr_zero(m)].out = t_scratch_out;
   }
   fn(CollectiveView{mask, arrived, slots, warp});
-  for (uint32_t m = arrived; m != 0; m &= m - 1) {
-    Thread& x = blk.threads[warp * 32 + std::countr_zero(m)];
-    x.wait = Wait::none;
-    x.ready = true;
-  }
+  // Their Thread::wait stays Wait::collective (not worth a cache miss per lane): ready says
+  // that they no longer wait.
+  for (uint32_t m = arrived; m != 0; m &= m - 1) blk.ready[warp * 32 + std::countr_zero(m)] = 1;
   woke(blk, warp * 32 + std::countr_zero(arrived));
   blk.collective_lanes[warp] &= ~arrived;
   return true;
@@ -325,6 +501,7 @@ bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, Collect
 
 std::string describe_wait(const Block& blk, const Thread& t) {
   if (t.done) return "exited";
+  if (blk.ready[t.tid]) return "runnable";
   switch (t.wait) {
     case Wait::barrier: {
       const Barrier& b = blk.barriers[t.barrier_id];
@@ -335,17 +512,18 @@ std::string describe_wait(const Block& blk, const Thread& t) {
     case Wait::collective: {
       std::vector<int> missing;
       const int warp = t.ids.warp;
+      const Block::CollectiveWait& c = blk.coll[t.tid];
       for (int lane = 0; lane < 32; ++lane) {
-        if (!(t.coll_mask >> lane & 1u)) continue;
+        if (!(c.mask >> lane & 1u)) continue;
         const int tid = warp * 32 + lane;
         if (tid >= blk.nthreads) continue;
         const Thread& x = blk.threads[tid];
-        if (x.done || x.wait != Wait::collective || x.coll_mask != t.coll_mask ||
-            x.coll_kind != t.coll_kind)
+        if (x.done || blk.ready[tid] || x.wait != Wait::collective ||
+            blk.coll[tid].mask != c.mask || blk.coll[tid].kind != c.kind)
           missing.push_back(lane);
       }
-      return std::string("wait in ") + t.coll_kind + "(mask " + hex(t.coll_mask) + ") at " +
-             loc(t.where) + "; lanes not there: " + (missing.empty() ? "none" : ranges(missing));
+      return std::string("wait in ") + c.kind + "(mask " + hex(c.mask) + ") at " + loc(t.where) +
+             "; lanes not there: " + (missing.empty() ? "none" : ranges(missing));
     }
     case Wait::predicate: return std::string("wait for ") + t.what + " at " + loc(t.where);
     case Wait::none: break;
@@ -398,13 +576,54 @@ void on_exit(Block& blk, Thread& t) {
   const int warp = t.ids.warp;
   for (int lane = 0; lane < 32; ++lane) {
     if (!(blk.collective_lanes[warp] >> lane & 1u)) continue;
-    const Thread& x = blk.threads[warp * 32 + lane];
-    try_complete(blk, warp, x.coll_mask, x.coll_kind, x.coll_fn);
+    const Block::CollectiveWait& x = blk.coll[warp * 32 + lane];
+    try_complete(blk, warp, x.mask, x.kind, x.fn);
   }
 }
 
 // ---- Running a block
 // ------------------------------------------------------------------------------
+
+// The function every CUDA thread's context runs: the kernel body, then back to the scheduler.
+Context& thread_main(void* arg) {
+  Thread& t = *static_cast<Thread*>(arg);
+  t.started = true;
+  try {
+    (*t_block->body)();
+  } catch (const Unwind&) {
+    // unwound by release_threads: not an error
+  } catch (...) {
+    t.error = std::current_exception();
+  }
+  t.done = true;
+  t_block->ready[t.tid] = 0;
+  return t_block->sched;
+}
+
+// Ends the block's threads: unwinds those still suspended (the block ended early, another thread
+// failed), so that their stacks' objects are destroyed, and gives back their stacks. A thread
+// ended by fail_no_unwind waits inside a check that cannot unwind: its stack is kept forever.
+void release_threads(Block& blk) {
+  for (int tid = 0; tid < blk.nthreads && blk.threads; ++tid) {
+    Thread& t = blk.threads[tid];
+    if (t.abandoned) {
+      if (blk.contexts[tid].fiber) new ctx::fiber(std::move(blk.contexts[tid].fiber));
+      t.stack = {};
+      continue;
+    }
+    if (t.started && !t.done) {
+      t.unwind = true;
+      t_current = &t.ids;
+      t_thread = &t;
+      t_in_fiber = true;
+      switch_context(blk.sched, blk.contexts[tid]);
+      t_in_fiber = false;
+    }
+    free_context(blk.contexts[tid], t.stack);
+  }
+  blk.threads.reset();
+  blk.contexts.reset();
+}
 
 struct LaunchState {
   dim3 grid, block;
@@ -418,6 +637,10 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   const int n = static_cast<int>(L.block.x * L.block.y * L.block.z);
   blk.nthreads = n;
   blk.threads = std::make_unique<Thread[]>(n);
+  blk.contexts = std::make_unique<Context[]>(n);
+  blk.ready = std::make_unique<uint8_t[]>(n);
+  std::fill_n(blk.ready.get(), n, uint8_t{1});
+  blk.coll = std::make_unique<Block::CollectiveWait[]>(n);
   blk.slots = std::make_unique<LaneSlot[]>((n + 31) / 32 * 32);
   const int warps = (n + 31) / 32;
   blk.live_lanes = std::make_unique<uint32_t[]>(warps);
@@ -445,6 +668,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   if (g_track_stores.load(std::memory_order_relaxed)) blk.stores.assign((L.smem_bytes + 3) / 4, 0);
   blk.pending.assign((L.smem_bytes + 15) / 16, Block::Pending{nullptr, 0, -1});
   blk.wake_min = n;
+  blk.body = L.body;
   t_block = &blk;
 
   for (int tid = 0; tid < n; ++tid) {
@@ -458,21 +682,8 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
     t.ids.tid = tid;
     t.ids.lane = tid % 32;
     t.ids.warp = tid / 32;
-    Thread* tp = &t;
-    const std::function<void()>* body = L.body;
-    t.fiber =
-        ctx::fiber(std::allocator_arg, PooledStack{}, [tp, body](ctx::fiber&& sched) -> ctx::fiber {
-          tp->sched = std::move(sched);
-          try {
-            (*body)();
-          } catch (const ctx::detail::forced_unwind&) {
-            throw;
-          } catch (...) {
-            tp->error = std::current_exception();
-          }
-          tp->done = true;
-          return std::move(tp->sched);
-        });
+    t.tid = tid;
+    make_context(blk.contexts[tid], t.stack, thread_main, &t);
   }
 
   std::mt19937_64 rng(L.schedule.seed * 0x9E3779B97F4A7C15ull + linear_block);
@@ -488,14 +699,10 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
     t_current = &first.ids;
     t_thread = &first;
     t_in_fiber = true;
-    ctx::fiber back = std::move(first.fiber).resume();
+    switch_context(blk.sched, blk.contexts[first.tid]);
     t_in_fiber = false;
     Thread& t = *t_thread;
-    t.fiber = std::move(back);
     if (t.error) {
-      // A fiber ended by fail_no_unwind is parked inside a compiler-inserted check that cannot
-      // unwind: keep it (and its stack) forever instead of letting ~fiber unwind it.
-      if (t.abandoned) new ctx::fiber(std::move(t.fiber));
       try {
         std::rethrow_exception(t.error);
       } catch (const std::exception& e) {
@@ -514,12 +721,12 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
     int pos = 0;
     while (finished < n) {
       int tid = pos;
-      while (tid < n && (blk.threads[tid].done || !blk.threads[tid].ready)) ++tid;
+      while (tid < n && !blk.ready[tid]) ++tid;
       if (tid == n) {
         for (int k = 0; k < n; ++k) {
           Thread& t = blk.threads[k];
-          if (!t.done && !t.ready && t.wait == Wait::predicate && t.pred(t.pred_arg)) {
-            t.ready = true;
+          if (!t.done && !blk.ready[k] && t.wait == Wait::predicate && t.pred(t.pred_arg)) {
+            blk.ready[k] = 1;
             t.wait = Wait::none;
             tid = std::min(tid, k);
           }
@@ -537,47 +744,52 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
     for (int tid = 0; tid < n; ++tid) {
       Thread& t = blk.threads[tid];
       if (t.done) continue;
-      if (!t.ready && t.wait == Wait::predicate && t.pred(t.pred_arg)) {
-        t.ready = true;
+      if (!blk.ready[tid] && t.wait == Wait::predicate && t.pred(t.pred_arg)) {
+        blk.ready[tid] = 1;
         t.wait = Wait::none;
       }
-      if (t.ready) order.push_back(tid);
+      if (blk.ready[tid]) order.push_back(tid);
     }
     if (order.empty()) throw KernelError(deadlock_report(blk));
     if (L.schedule.order == Schedule::Order::reverse) std::reverse(order.begin(), order.end());
     if (L.schedule.order == Schedule::Order::random) std::shuffle(order.begin(), order.end(), rng);
     for (blk.round_pos = 0; blk.round_pos < order.size();) {
       Thread& t = blk.threads[order[blk.round_pos++]];
-      if (t.done || !t.ready) continue;
+      if (!blk.ready[t.tid]) continue;
       resume(t);
     }
   }
 }
 
-}  // namespace
-
 // ---- The API used by intrinsics
 // -------------------------------------------------------------------
+
+[[noreturn, gnu::noinline, gnu::cold]] void lane_not_in_mask(uint32_t mask, const char* kind,
+                                                             const simt::where_t& where) {
+  fail(std::string(kind) + " at " + loc(where) + ": mask " + hex(mask) +
+       " does not include the calling lane " + std::to_string(current().lane));
+}
+}  // namespace
 
 void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_bytes, void* out,
                      size_t out_bytes, CollectiveFn compute, const simt::where_t& where) {
   Thread& t = current_thread();
   Block& blk = *t_block;
-  const int lane = t.ids.lane;
-  if (!(mask >> lane & 1u))
-    fail(std::string(kind) + " at " + loc(where) + ": mask " + hex(mask) +
-         " does not include the calling lane " + std::to_string(lane));
-  LaneSlot& slot = blk.slots[t.ids.tid];
+  const int lane = t.tid & 31, warp = t.tid >> 5;
+  if (!(mask >> lane & 1u)) [[unlikely]]
+    lane_not_in_mask(mask, kind, where);
+  LaneSlot& slot = blk.slots[t.tid];
   slot.in = in_bytes != 0 ? static_cast<const unsigned char*>(in) : kZeroPayload;
   slot.out = out_bytes != 0 ? static_cast<unsigned char*>(out) : t_scratch_out;
   t.wait = Wait::collective;
-  t.coll_mask = mask;
-  t.coll_kind = kind;
-  t.coll_fn = compute;
+  blk.coll[t.tid] = {mask, kind, compute};
   t.where = where;
-  blk.collective_lanes[t.ids.warp] |= 1u << lane;
-  if (!try_complete(blk, t.ids.warp, mask, kind, compute)) suspend(t);
-  t.ready = true;
+  blk.collective_lanes[warp] |= 1u << lane;
+  // Only when every live lane of the mask waits can the collective complete.
+  if ((mask & blk.live_lanes[warp] & ~blk.collective_lanes[warp]) != 0 ||
+      !try_complete(blk, warp, mask, kind, compute))
+    suspend(t);
+  blk.ready[t.tid] = 1;
 }
 
 // The barrier `id` that a bar.sync or bar.arrive of `count` threads joins: the id and count
@@ -608,7 +820,7 @@ void release_barrier(Block& blk, int id) {
     Thread& x = blk.threads[tid];
     if (!x.done && x.wait == Wait::barrier && x.barrier_id == id) {
       x.wait = Wait::none;
-      x.ready = true;
+      blk.ready[tid] = 1;
       ++x.ids.visible_epoch;  // a barrier makes earlier shared-memory stores visible
       woke(blk, tid);
     }
@@ -780,8 +992,8 @@ void fail_no_unwind(const std::string& what) {
   Thread& t = current_thread();
   t.error = std::make_exception_ptr(KernelError(what));
   t.abandoned = true;
-  t.ready = false;
-  t.sched = std::move(t.sched).resume();
+  t_block->ready[t.tid] = 0;
+  switch_context(t_block->contexts[t.tid], t_block->sched);
   std::abort();  // never resumed
 }
 
@@ -848,6 +1060,10 @@ std::string to_string(const Schedule& s) {
     case Schedule::Order::greedy: return "greedy";
   }
   return "?";
+}
+
+const char* context_switch() {
+  return detail::asm_switch() ? "simt_switch_context" : "Boost.Context";
 }
 
 void set_schedule(const Schedule& s) {
@@ -943,7 +1159,7 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
         std::lock_guard lock(error_mutex);
         if (!failed.exchange(true)) error = e.what();
       }
-      blk.threads.reset();  // unwinds the fibers of a failed block
+      detail::release_threads(blk);  // unwinds the fibers of a failed block
     }
     detail::t_current = nullptr;
     detail::t_thread = nullptr;
