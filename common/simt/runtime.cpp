@@ -251,7 +251,7 @@ enum class Wait : uint8_t { none, barrier, collective, predicate };
 // between fibers and the completion of a collective visit 32 threads each.
 struct alignas(64) Thread {
   bool done = false;
-  bool started = false;    // switched to at least once
+  bool started = false;    // has begun running (set by the thread itself)
   bool unwind = false;     // set to end the thread by throwing Unwind where it waits
   bool abandoned = false;  // ended by fail_no_unwind: its fiber must never be resumed or unwound
   int tid = 0;             // ids.tid, here in the first cache line
