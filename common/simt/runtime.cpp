@@ -247,8 +247,9 @@ struct Unwind {};
 
 enum class Wait : uint8_t { none, barrier, collective, predicate };
 
-// What the scheduler and every warp collective touch comes first, in one cache line: a switch
-// between fibers and the completion of a collective visit 32 threads each.
+// One CUDA thread. What it reads and writes itself on every warp collective comes first, in one
+// cache line; what the scheduler and a collective's completion read for 32 threads at a time is
+// not here but in the Block's dense per-thread arrays (contexts, ready, coll).
 struct alignas(64) Thread {
   bool done = false;
   bool started = false;    // has begun running (set by the thread itself)
@@ -426,7 +427,7 @@ std::string ranges(const std::vector<int>& ids) {
 }
 
 // The thread the scheduler would resume next after `t` stopped running without exiting or
-// failing, or null when it would first do more than pick one (start a round, look at predicates,
+// failing, or -1 when it would first do more than pick one (start a round, look at predicates,
 // report a deadlock). The same choice as the scheduler loop in run_block.
 int next_to_run(Block& blk, const Thread& t) {
   if (blk.order == Schedule::Order::greedy) {
