@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/simt/memory.h"
+#include "common/simt/mma_body.h"
 #include "common/simt/runtime.h"
 
 namespace simt {
@@ -27,114 +28,27 @@ std::mutex g_skip_mutex;
 std::string g_skip_file;
 std::atomic<int> g_skip_line{0};  // 0: no barrier skipped (checked without the lock)
 
-struct MmaIn {
-  uint32_t a[4];
-  uint32_t b[2];
-  float c[4];
-};
-
-// Eight floats (or eight 32-bit integers) as one value: GCC's and clang's generic vectors (SSE,
-// AVX or NEON as available), element-wise operations, so each element sees exactly the scalar
-// sequence of operations.
-typedef float F8 __attribute__((vector_size(32)));
-typedef int32_t I8 __attribute__((vector_size(32)));
-typedef uint16_t H8 __attribute__((vector_size(16)));
-
-// Eight 16-bit operands to FP32. fp16: f16_bits_to_float (ptx.h, tested against __half2float for
-// all 65536 inputs) with the same integer operations on eight lanes at once; bf16 is the top half
-// of an FP32. Selects are masks (a comparison gives -1 or 0 per element).
-template <MmaType T>
-[[gnu::always_inline]] inline void to_float8(F8& out, const uint16_t* src) {
-  H8 h16;
-  std::memcpy(&h16, src, sizeof h16);
-  const I8 h = __builtin_convertvector(h16, I8);  // zero-extended
-  if constexpr (T == MmaType::bf16) {
-    out = reinterpret_cast<F8>(h << 16);
-  } else {
-    const I8 sign = (h & 0x8000) << 16;
-    const I8 exponent = h & 0x7c00, mantissa = h & 0x3ff;
-    const I8 normal = sign | (((h & 0x7fff) << 13) + (112 << 23));
-    const F8 subnormal = __builtin_convertvector(mantissa, F8) * 0x1p-24f;  // exact, 0 for zero
-    const I8 sub = sign | reinterpret_cast<I8>(subnormal);
-    const I8 nan = mantissa != 0;
-    const I8 special = (nan & 0x7fffffff) | (~nan & (sign | 0x7f800000));  // NaN, infinity
-    const I8 is_special = exponent == 0x7c00, is_sub = exponent == 0;
-    out = reinterpret_cast<F8>((is_special & special) |
-                               (~is_special & ((is_sub & sub) | (~is_sub & normal))));
-  }
-}
-
-// The fragment layouts of mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with
-// floating point type"), with g = lane / 4 and t = lane % 4:
-//   A (16 x 16, row): a_i at row g + 8 * ((i / 2) % 2), column 2t + i % 2 + 8 * (i / 4)
-//   B (16 x 8, col):  b_i at row (k) 2t + i % 2 + 8 * (i / 2), column (n) g
-//   C, D (16 x 8):    c_i at row g + 8 * (i / 2), column 2t + i % 2
-// One body, compiled twice: portably (mma_portable) and, on x86-64, for AVX2 (mma_avx2, chosen at
-// run time when the CPU has it). AVX2 without FMA: the same IEEE operations on wider registers,
-// so both give the same bits (tests/test_ptx.cpp compares them on random and special inputs).
-template <MmaType T>
-[[gnu::always_inline]] inline void mma_body(const detail::CollectiveView& v) {
-  // First the 16-bit operands in their matrix places (a permutation), then the conversion, eight
-  // at a time, then the products.
-  alignas(32) uint16_t A16[16][16], B16[16][8];
-  F8 D[16];  // starts as C
-  for (int lane = 0; lane < 32; ++lane) {
-    MmaIn in;
-    std::memcpy(&in, v.lanes[lane].in, sizeof in);
-    const int g = lane / 4, t = lane % 4;
-    // The layouts above, written out: a_0..a_7 = a[0] lo/hi, a[1] lo/hi, ...
-    std::memcpy(&A16[g][2 * t], &in.a[0], 4);
-    std::memcpy(&A16[g + 8][2 * t], &in.a[1], 4);
-    std::memcpy(&A16[g][2 * t + 8], &in.a[2], 4);
-    std::memcpy(&A16[g + 8][2 * t + 8], &in.a[3], 4);
-    B16[2 * t][g] = static_cast<uint16_t>(in.b[0]), B16[2 * t + 1][g] = in.b[0] >> 16;
-    B16[2 * t + 8][g] = static_cast<uint16_t>(in.b[1]), B16[2 * t + 9][g] = in.b[1] >> 16;
-    D[g][2 * t] = in.c[0], D[g][2 * t + 1] = in.c[1];
-    D[g + 8][2 * t] = in.c[2], D[g + 8][2 * t + 1] = in.c[3];
-  }
-  F8 A[16][2];  // row m: k 0..7, k 8..15
-  F8 B[16];     // B[k] = row k of B (its 8 n)
-  for (int m = 0; m < 16; ++m) {
-    to_float8<T>(A[m][0], &A16[m][0]);
-    to_float8<T>(A[m][1], &A16[m][8]);
-  }
-  for (int k = 0; k < 16; ++k) to_float8<T>(B[k], &B16[k][0]);
-  // D[m][n] = C[m][n] + A[m][0] B[0][n] + ... + A[m][15] B[15][n], added in that order in FP32.
-  // Products of fp16 values are exact in FP32, so only the order of the sums matters; the eight
-  // n of a row are independent, one vector.
-  // A NaN result is the canonical NaN 0x7fffffff, as on the GPU (and the operand conversion
-  // gives): which NaN operand an FP add passes on depends on the operand order the compiler picked.
-  for (int m = 0; m < 16; ++m) {
-    for (int k = 0; k < 16; ++k) D[m] += A[m][k / 8][k % 8] * B[k];
-    const I8 nan = D[m] != D[m];
-    D[m] = reinterpret_cast<F8>((nan & 0x7fffffff) | (~nan & reinterpret_cast<I8>(D[m])));
-  }
-  for (int lane = 0; lane < 32; ++lane) {
-    const int g = lane / 4, t = lane % 4;
-    const float d[4] = {D[g][2 * t], D[g][2 * t + 1], D[g + 8][2 * t], D[g + 8][2 * t + 1]};
-    std::memcpy(v.lanes[lane].out, d, sizeof d);
-  }
-}
-
 template <MmaType T>
 void mma_portable(const detail::CollectiveView& v) {
   mma_body<T>(v);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define SIMT_MMA_AVX2 1
-template <MmaType T>
-__attribute__((target("avx2"))) void mma_avx2(const detail::CollectiveView& v) {
-  mma_body<T>(v);
-}
+// Whether the CPU runs the AVX2 body (mma_avx2.cpp: AVX2, FMA and F16C).
+bool cpu_has_avx2_body() {
+#ifdef SIMT_MMA_AVX2
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+#else
+  return false;
 #endif
+}
 
-// Whether mma_m16n8k16 uses the AVX2 body: when the CPU has AVX2, unless SIMT_SIMD=0.
+// Whether mma_m16n8k16 uses the AVX2 body: when the CPU can run it, unless SIMT_SIMD=0.
 bool use_simd() {
 #ifdef SIMT_MMA_AVX2
   static const bool yes = [] {
     const char* env = std::getenv("SIMT_SIMD");
-    return __builtin_cpu_supports("avx2") && !(env && std::strcmp(env, "0") == 0);
+    return cpu_has_avx2_body() && !(env && std::strcmp(env, "0") == 0);
   }();
   return yes;
 #else
@@ -145,7 +59,7 @@ bool use_simd() {
 template <MmaType T>
 detail::CollectiveFn mma_compute(bool simd) {
 #ifdef SIMT_MMA_AVX2
-  if (simd) return mma_avx2<T>;
+  if (simd) return T == MmaType::f16 ? mma_avx2_f16 : mma_avx2_bf16;
 #endif
   (void)simd;
   return mma_portable<T>;
@@ -282,11 +196,7 @@ void cp_async_wait(int n, const simt::where_t&) {
 
 namespace testing {
 bool mma_simd_available() {
-#ifdef SIMT_MMA_AVX2
-  return __builtin_cpu_supports("avx2");
-#else
-  return false;
-#endif
+  return cpu_has_avx2_body();
 }
 void mma_compute(MmaType type, bool simd, const uint32_t (*a)[4], const uint32_t (*b)[2],
                  const float (*c)[4], float (*d)[4]) {
