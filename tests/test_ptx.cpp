@@ -255,6 +255,10 @@ __global__ void bad_cp_async(const unsigned char* src, int which) {
   if (which == 0) attn::cp_async_16(smem + 8, src, 16);   // misaligned
   if (which == 1) attn::cp_async_16(smem + 64, src, 16);  // past the end of shared memory
   if (which == 2) attn::cp_async_16(smem, src + 4, 16);   // misaligned source
+  if (which == 3) {  // one copy inside the buffer, then one reaching past its end
+    attn::cp_async_16(smem, src + 32, 16);
+    attn::cp_async_16(smem + 16, src + 64, 16);
+  }
 }
 __global__ void partial_warp_mma(float* out) {
   uint32_t a[4] = {}, b[2] = {};
@@ -272,6 +276,11 @@ TEST_CASE("ptx: misuse is reported, not executed", "[ptx]") {
                              static_cast<const unsigned char*>(src.ptr), which),
                       Catch::Contains("cp.async") && Catch::Contains("test_ptx.cpp"));
   }
+  // The source bounds check remembers the last buffer an OS thread read inside: the second copy
+  // of the same buffer still gets the whole check.
+  CHECK_THROWS_WITH(launch(bad_cp_async, {dim3(1), dim3(1), 64},
+                           static_cast<const unsigned char*>(src.ptr), 3),
+                    Catch::Contains("cp.async") && Catch::Contains("16 bytes past its end"));
   DeviceBuf<float> out(48);
   CHECK_THROWS_WITH(launch(partial_warp_mma, {dim3(1), dim3(48)}, out.ptr),
                     Catch::Contains("whole warps"));

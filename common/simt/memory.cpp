@@ -133,6 +133,25 @@ std::string describe_device_address(const void* p) {
          std::to_string(s->bytes) + " bytes)";
 }
 
+bool device_access_ok(const void* p, size_t bytes) {
+  // The last span this OS thread found inside, and the snapshot it was in (snapshots are never
+  // freed, so an unchanged pointer is an unchanged snapshot).
+  thread_local const std::vector<Span>* t_spans = nullptr;
+  thread_local const Span* t_span = nullptr;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const std::vector<Span>* spans = g_spans.load(std::memory_order_acquire);
+  if (t_span != nullptr && t_spans == spans && a >= t_span->data && a + bytes <= t_span->end)
+    return true;  // inside the data of one span: span_of finds it, and the access is fine
+  const Span* found = span_of(a, bytes);
+  if (found == nullptr) return true;
+  if (a >= found->data && a + bytes <= found->end) {
+    t_spans = spans;
+    t_span = found;
+    return true;
+  }
+  return false;
+}
+
 std::string check_device_access(const void* p, size_t bytes) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const Span* found = span_of(a, bytes);

@@ -25,6 +25,9 @@ std::string check_guards();
 // end"). Detects accesses that reach into an allocation's guard zones (256 bytes or more on either
 // side). Lock-free: safe to call on every load and store of an instrumented kernel.
 std::string check_device_access(const void* p, size_t bytes);
+// check_device_access(p, bytes).empty(), answered from the allocation the calling OS thread
+// found last where it can be (an operation on a tile reads one buffer many times).
+bool device_access_ok(const void* p, size_t bytes);
 
 // "byte 264 of buffer 'S/P' (1024 bytes)" for an address inside a live allocation, else "".
 std::string describe_device_address(const void* p);

@@ -27,12 +27,7 @@ void mma_avx2_bf16(const detail::CollectiveView& v);
 
 namespace {
 
-// One lane's operands, as mma_m16n8k16 passes them.
-struct MmaIn {
-  uint32_t a[4];
-  uint32_t b[2];
-  float c[4];
-};
+using detail::MmaIn;
 
 // Vectors of four and eight 32-bit values and of eight and sixteen 16-bit ones: GCC's and clang's
 // generic vectors (SSE, AVX or NEON as available), element-wise operations, so each element sees

@@ -13,15 +13,12 @@
 
 #include "common/simt/memory.h"
 #include "common/simt/mma_body.h"
+#include "common/simt/ptx_ops.h"
 #include "common/simt/runtime.h"
 
 namespace simt {
 
 namespace {
-
-inline constexpr char kMmaF16[] = "mma.sync.m16n8k16.f32.f16.f16.f32";
-inline constexpr char kMmaBf16[] = "mma.sync.m16n8k16.f32.bf16.bf16.f32";
-inline constexpr char kLdmatrix[] = "ldmatrix.sync.m8n8.b16";
 
 std::atomic<bool> g_skip_wait{false};
 std::mutex g_skip_mutex;
@@ -43,17 +40,14 @@ bool cpu_has_avx2_body() {
 #endif
 }
 
-// Whether mma_m16n8k16 uses the AVX2 body: when the CPU can run it, unless SIMT_SIMD=0.
-bool use_simd() {
-#ifdef SIMT_MMA_AVX2
-  static const bool yes = [] {
-    const char* env = std::getenv("SIMT_SIMD");
-    return cpu_has_avx2_body() && !(env && std::strcmp(env, "0") == 0);
-  }();
-  return yes;
-#else
-  return false;
-#endif
+// Whether mma_m16n8k16 uses the AVX2 body: when the CPU can run it, unless SIMT_SIMD=0. Decided
+// once, before main.
+const bool g_use_simd = [] {
+  const char* env = std::getenv("SIMT_SIMD");
+  return cpu_has_avx2_body() && !(env && std::strcmp(env, "0") == 0);
+}();
+inline bool use_simd() {
+  return g_use_simd;
 }
 
 template <MmaType T>
@@ -65,88 +59,72 @@ detail::CollectiveFn mma_compute(bool simd) {
   return mma_portable<T>;
 }
 
-struct LdmatrixIn {
-  const unsigned char* row;
-  int count;
-  int trans;
-};
+// The four 32-bit values x[0][i], x[1][i], x[2][i], x[3][i] for each i: a 4 x 4 transpose.
+[[gnu::always_inline]] inline void transpose4(U4 (&x)[4]) {
+  const U4 lo01 = __builtin_shufflevector(x[0], x[1], 0, 4, 1, 5);
+  const U4 lo23 = __builtin_shufflevector(x[2], x[3], 0, 4, 1, 5);
+  const U4 hi01 = __builtin_shufflevector(x[0], x[1], 2, 6, 3, 7);
+  const U4 hi23 = __builtin_shufflevector(x[2], x[3], 2, 6, 3, 7);
+  x[0] = __builtin_shufflevector(lo01, lo23, 0, 1, 4, 5);
+  x[1] = __builtin_shufflevector(lo01, lo23, 2, 3, 6, 7);
+  x[2] = __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5);
+  x[3] = __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7);
+}
 
 // ldmatrix (PTX ISA, "Warp-level matrix load instruction: ldmatrix"): register j of lane l holds
 // two 16-bit elements of matrix j: row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1; with .trans,
 // rows 2 (l % 4) and 2 (l % 4) + 1 of column l / 4. Row r of matrix j is 16 bytes at the address
-// lane 8 j + r supplied.
+// lane 8 j + r supplied. So register j of lanes 4q..4q+3 is row q of matrix j, or (.trans) its
+// column q read two rows at a time; registers past `count` are zero.
 void ldmatrix_compute(const detail::CollectiveView& v) {
+  using detail::LdmatrixIn;
   LdmatrixIn first;
   std::memcpy(&first, v.lanes[0].in, sizeof first);
-  const unsigned char* rows[32];  // row r of matrix j: rows[8 j + r]
-  for (int lane = 0; lane < 8 * first.count; ++lane) {
-    LdmatrixIn src;
-    std::memcpy(&src, v.lanes[lane].in, sizeof src);
-    rows[lane] = src.row;
+  U4 quad[8][4] = {};  // quad[q][j]: register j of lanes 4q..4q+3
+  for (int j = 0; j < first.count; ++j) {
+    H8 row[8];
+    for (int r = 0; r < 8; ++r) {
+      LdmatrixIn src;
+      std::memcpy(&src, v.lanes[8 * j + r].in, sizeof src);
+      std::memcpy(&row[r], src.row, sizeof row[r]);
+    }
+    if (!first.trans) {
+      for (int q = 0; q < 8; ++q) quad[q][j] = reinterpret_cast<U4>(row[q]);
+      continue;
+    }
+    // pairs[p][c] = rows 2p and 2p + 1 of column c as one 32-bit value (c = 0..3, then 4..7).
+    U4 pairs[4][2];
+    for (int p = 0; p < 4; ++p) {
+      pairs[p][0] = reinterpret_cast<U4>(
+          __builtin_shufflevector(row[2 * p], row[2 * p + 1], 0, 8, 1, 9, 2, 10, 3, 11));
+      pairs[p][1] = reinterpret_cast<U4>(
+          __builtin_shufflevector(row[2 * p], row[2 * p + 1], 4, 12, 5, 13, 6, 14, 7, 15));
+    }
+    for (int half = 0; half < 2; ++half) {
+      U4 x[4] = {pairs[0][half], pairs[1][half], pairs[2][half], pairs[3][half]};
+      transpose4(x);  // x[c]: column 4 half + c, lanes' registers in p order
+      for (int c = 0; c < 4; ++c) quad[4 * half + c][j] = x[c];
+    }
   }
-  auto element = [&](int j, int r, int c) {
-    uint16_t e;
-    std::memcpy(&e, rows[8 * j + r] + 2 * c, 2);
-    return static_cast<uint32_t>(e);
-  };
-  for (int lane = 0; lane < 32; ++lane) {
-    uint32_t regs[4] = {};
-    const int q = lane / 4, p = 2 * (lane % 4);
-    for (int j = 0; j < first.count; ++j)
-      regs[j] = first.trans ? element(j, p, q) | element(j, p + 1, q) << 16
-                            : element(j, q, p) | element(j, q, p + 1) << 16;
-    std::memcpy(v.lanes[lane].out, regs, sizeof regs);
+  for (int q = 0; q < 8; ++q) {
+    transpose4(quad[q]);  // quad[q][t]: the registers of lane 4q + t
+    for (int t = 0; t < 4; ++t) std::memcpy(v.lanes[4 * q + t].out, &quad[q][t], sizeof quad[q][t]);
   }
 }
 
-[[noreturn, gnu::noinline, gnu::cold]] void not_whole_warps(const char* what,
-                                                            const simt::where_t& where) {
+}  // namespace
+
+namespace detail {
+void not_whole_warps(const char* what, const simt::where_t& where) {
   fail(std::string(what) + " at " + where.file_name() + ":" + std::to_string(where.line()) +
        ": the block has " + std::to_string(detail::block_threads()) +
        " threads; a .sync.aligned warp instruction needs whole warps");
 }
 
-[[gnu::always_inline]] inline void need_whole_warp(const char* what, const simt::where_t& where) {
-  // On every mma and ldmatrix: the block size from the thread's own ids, not a call.
-  const dim3& bd = detail::current().block_dim;
-  if (bd.x * bd.y * bd.z % 32 != 0) [[unlikely]]
-    not_whole_warps(what, where);
-}
-
-}  // namespace
-
-void mma_m16n8k16(MmaType type, float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
-                  const float (&c)[4], const simt::where_t& where) {
-  need_whole_warp("mma.sync", where);
-  MmaIn in;
-  std::memcpy(in.a, a, sizeof in.a);
-  std::memcpy(in.b, b, sizeof in.b);
-  std::memcpy(in.c, c, sizeof in.c);
-  if (type == MmaType::f16)
-    detail::warp_collective(0xffffffffu, kMmaF16, &in, sizeof in, d, sizeof d,
-                            mma_compute<MmaType::f16>(use_simd()), where);
-  else
-    detail::warp_collective(0xffffffffu, kMmaBf16, &in, sizeof in, d, sizeof d,
-                            mma_compute<MmaType::bf16>(use_simd()), where);
-}
-
-void ldmatrix(int count, bool trans, uint32_t* regs, const void* row_address,
-              const simt::where_t& where) {
-  need_whole_warp("ldmatrix", where);
-  // Lanes past the last matrix's rows supply no address (hardware ignores them).
-  if (detail::current().lane < 8 * count) {
-    detail::check_shared(row_address, 16, 16, "ldmatrix", where);
-    detail::check_not_pending(row_address, 16, "ldmatrix", where);
-  }
-  const LdmatrixIn in{static_cast<const unsigned char*>(row_address), count, trans ? 1 : 0};
-  uint32_t out[4];
-  detail::warp_collective(0xffffffffu, kLdmatrix, &in, sizeof in, out, sizeof out, ldmatrix_compute,
-                          where);
-  if (count == 4)  // the usual case, as a fixed-size copy (no call to memcpy)
-    std::memcpy(regs, out, sizeof out);
-  else
-    std::memcpy(regs, out, sizeof(uint32_t) * count);
-}
+const CollectiveFn g_mma_f16 = mma_compute<MmaType::f16>(use_simd());
+const CollectiveFn g_mma_bf16 = mma_compute<MmaType::bf16>(use_simd());
+const CollectiveFn g_ldmatrix = ldmatrix_compute;
+}  // namespace detail
 
 void cp_async_16(void* dst, const void* src, int src_bytes, const simt::where_t& where) {
   detail::check_shared(dst, 16, 16, "cp.async", where);
@@ -154,7 +132,7 @@ void cp_async_16(void* dst, const void* src, int src_bytes, const simt::where_t&
   if (src_bytes > 0 && reinterpret_cast<uintptr_t>(src) % 16 != 0)
     fail(std::string("cp.async at ") + where.file_name() + ":" + std::to_string(where.line()) +
          ": global source address not 16-byte aligned");
-  if (src_bytes > 0) {
+  if (src_bytes > 0 && !device_access_ok(src, src_bytes)) {
     if (const std::string bad = check_device_access(src, src_bytes); !bad.empty())
       fail(std::string("cp.async at ") + where.file_name() + ":" + std::to_string(where.line()) +
            ": source " + bad);
@@ -175,6 +153,10 @@ void cp_async_commit() {
   auto& a = detail::current().async;
   a.groups.push_back(std::move(a.open));
   a.open.clear();
+  if (!a.spare.empty()) {  // a landed group's buffer, so that issuing allocates nothing
+    a.open = std::move(a.spare.back());
+    a.spare.pop_back();
+  }
 }
 
 void cp_async_wait(int n, const simt::where_t&) {
@@ -190,6 +172,8 @@ void cp_async_wait(int n, const simt::where_t&) {
       }
       detail::async_landed(c.dst);
     }
+    a.groups.front().clear();
+    a.spare.push_back(std::move(a.groups.front()));
     a.groups.erase(a.groups.begin());
   }
 }

@@ -36,14 +36,26 @@ inline float f16_bits_to_float(uint16_t h) {
   return f;
 }
 
-// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 d, a, b, c.
-void mma_m16n8k16(MmaType type, float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
-                  const float (&c)[4], const simt::where_t& where);
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 d, a, b, c, and
+// ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16 (`count` 8x8 matrices of 16-bit
+// elements; lanes 8j..8j+7 give the row addresses of matrix j): inline, in ptx_ops.h.
 
-// ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: `count` 8x8 matrices of 16-bit
-// elements; lanes 8j..8j+7 give the row addresses of matrix j.
-void ldmatrix(int count, bool trans, uint32_t* regs, const void* row_address,
-              const simt::where_t& where);
+namespace detail {
+// What mma_m16n8k16 and ldmatrix hand to their warp collective.
+inline constexpr char kMmaF16[] = "mma.sync.m16n8k16.f32.f16.f16.f32";
+inline constexpr char kMmaBf16[] = "mma.sync.m16n8k16.f32.bf16.bf16.f32";
+inline constexpr char kLdmatrix[] = "ldmatrix.sync.m8n8.b16";
+struct MmaIn {
+  uint32_t a[4];
+  uint32_t b[2];
+  float c[4];
+};
+struct LdmatrixIn {
+  const unsigned char* row;
+  int count;
+  int trans;
+};
+}  // namespace detail
 
 // cp.async.cg.shared.global [dst], [src], 16, src_bytes: copies src_bytes (0..16) and zero-fills
 // the rest of the 16 bytes, asynchronously.

@@ -156,14 +156,17 @@ simt_context_entry:
 )");
 #endif
 
-// Whether this process switches with simt_switch_context (false: Boost.Context).
-bool asm_switch() {
+// Whether this process switches with simt_switch_context (false: Boost.Context). Decided once,
+// before main, so that a switch reads a plain flag.
 #ifdef SIMT_ASM_SWITCH
-  static const bool yes = [] {
-    const char* env = std::getenv("SIMT_FIBER");
-    return !(env && std::strcmp(env, "boost") == 0);
-  }();
-  return yes;
+const bool g_asm_switch = [] {
+  const char* env = std::getenv("SIMT_FIBER");
+  return !(env && std::strcmp(env, "boost") == 0);
+}();
+#endif
+inline bool asm_switch() {
+#ifdef SIMT_ASM_SWITCH
+  return g_asm_switch;
 #else
   return false;
 #endif
@@ -283,6 +286,15 @@ struct Block {
   // waits (the only case in which try_complete can succeed) instead of scanning the warp.
   std::unique_ptr<uint32_t[]> live_lanes;
   std::unique_ptr<uint32_t[]> collective_lanes;
+  // Per warp, the collective its first waiting lane waits in, and whether a lane waiting since
+  // then waits in another one (mixed); reset when no lane waits. While not mixed, every waiting
+  // lane waits in the same collective, and completing it needs no look at each lane's.
+  struct WarpWait {
+    uint32_t mask;
+    bool mixed;
+    const char* kind;
+  };
+  std::unique_ptr<WarpWait[]> warp_wait;
   Barrier barriers[16];
   int exited = 0;
   unsigned char* smem = nullptr;
@@ -479,9 +491,14 @@ bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, Collect
   // Exited lanes (and lanes past the end of the block) do not take part.
   const uint32_t arrived = mask & blk.live_lanes[warp];
   if (arrived == 0 || (arrived & ~blk.collective_lanes[warp]) != 0) return false;
-  for (uint32_t m = arrived; m != 0; m &= m - 1) {
-    const Block::CollectiveWait& x = blk.coll[warp * 32 + std::countr_zero(m)];
-    if (x.mask != mask || x.kind != kind) return false;
+  const Block::WarpWait& w = blk.warp_wait[warp];
+  if (w.mixed) {
+    for (uint32_t m = arrived; m != 0; m &= m - 1) {
+      const Block::CollectiveWait& x = blk.coll[warp * 32 + std::countr_zero(m)];
+      if (x.mask != mask || x.kind != kind) return false;
+    }
+  } else if (w.mask != mask || w.kind != kind) {
+    return false;
   }
   LaneSlot* slots = &blk.slots[warp * 32];
   for (uint32_t m = mask & ~arrived; m != 0; m &= m - 1) {
@@ -491,7 +508,10 @@ bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, Collect
   fn(CollectiveView{mask, arrived, slots, warp});
   // Their Thread::wait stays Wait::collective (not worth a cache miss per lane): ready says
   // that they no longer wait.
-  for (uint32_t m = arrived; m != 0; m &= m - 1) blk.ready[warp * 32 + std::countr_zero(m)] = 1;
+  if (arrived == ~0u)
+    std::memset(&blk.ready[warp * 32], 1, 32);
+  else
+    for (uint32_t m = arrived; m != 0; m &= m - 1) blk.ready[warp * 32 + std::countr_zero(m)] = 1;
   woke(blk, warp * 32 + std::countr_zero(arrived));
   blk.collective_lanes[warp] &= ~arrived;
   return true;
@@ -646,6 +666,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   const int warps = (n + 31) / 32;
   blk.live_lanes = std::make_unique<uint32_t[]>(warps);
   blk.collective_lanes = std::make_unique<uint32_t[]>(warps);
+  blk.warp_wait = std::make_unique<Block::WarpWait[]>(warps);
   for (int w = 0; w < warps; ++w) {
     const int lanes = std::min(32, n - 32 * w);
     blk.live_lanes[w] = lanes == 32 ? ~0u : (1u << lanes) - 1;
@@ -741,16 +762,24 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
     return;
   }
   while (finished < n) {
-    order.clear();
+    // The threads that may run now, in tid order (without a branch per thread: every tid is
+    // written, and the count moves past it only if it may run).
+    order.resize(n);
+    size_t count = 0;
     for (int tid = 0; tid < n; ++tid) {
-      Thread& t = blk.threads[tid];
-      if (t.done) continue;
-      if (!blk.ready[tid] && t.wait == Wait::predicate && t.pred(t.pred_arg)) {
-        blk.ready[tid] = 1;
-        t.wait = Wait::none;
+      bool ready = blk.ready[tid];  // (an exited thread is never ready)
+      if (!ready) [[unlikely]] {
+        Thread& t = blk.threads[tid];
+        if (!t.done && t.wait == Wait::predicate && t.pred(t.pred_arg)) {
+          blk.ready[tid] = 1;
+          t.wait = Wait::none;
+          ready = true;
+        }
       }
-      if (blk.ready[tid]) order.push_back(tid);
+      order[count] = tid;
+      count += ready;
     }
+    order.resize(count);
     if (order.empty()) throw KernelError(deadlock_report(blk));
     if (L.schedule.order == Schedule::Order::reverse) std::reverse(order.begin(), order.end());
     if (L.schedule.order == Schedule::Order::random) std::shuffle(order.begin(), order.end(), rng);
@@ -785,12 +814,16 @@ void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_
   t.wait = Wait::collective;
   blk.coll[t.tid] = {mask, kind, compute};
   t.where = where;
+  Block::WarpWait& w = blk.warp_wait[warp];
+  if (blk.collective_lanes[warp] == 0)
+    w = {mask, false, kind};
+  else if (w.mask != mask || w.kind != kind)
+    w.mixed = true;
   blk.collective_lanes[warp] |= 1u << lane;
   // Only when every live lane of the mask waits can the collective complete.
   if ((mask & blk.live_lanes[warp] & ~blk.collective_lanes[warp]) != 0 ||
       !try_complete(blk, warp, mask, kind, compute))
-    suspend(t);
-  blk.ready[t.tid] = 1;
+    suspend(t);  // resumed once try_complete made it ready again
 }
 
 // The barrier `id` that a bar.sync or bar.arrive of `count` threads joins: the id and count
@@ -976,17 +1009,25 @@ void async_landed(const void* dst) {
     for (size_t w = off / 4; w < off / 4 + 4 && w < blk.stores.size(); ++w) blk.stores[w] = 0;
 }
 
+namespace {
+[[noreturn, gnu::noinline, gnu::cold]] void pending_read(const Block::Pending& q, size_t off,
+                                                         size_t bytes, const char* what,
+                                                         const simt::where_t& where) {
+  fail(std::string(what) + " at " + loc(where) + " reads shared memory bytes " +
+       std::to_string(off) + ".." + std::to_string(off + bytes - 1) +
+       " while the cp.async that thread " + std::to_string(q.tid) + " issued into them at " +
+       loc_of(q.file, q.line) +
+       " has not landed (a copy lands at its issuer's cp.async.wait_group, and other "
+       "threads need a barrier after that)");
+}
+}  // namespace
+
 void check_not_pending(const void* p, size_t bytes, const char* what, const simt::where_t& where) {
   const Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(p) - blk.smem;
   for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
-    if (const Block::Pending& q = blk.pending[c]; q.tid >= 0)
-      fail(std::string(what) + " at " + loc(where) + " reads shared memory bytes " +
-           std::to_string(off) + ".." + std::to_string(off + bytes - 1) +
-           " while the cp.async that thread " + std::to_string(q.tid) + " issued into them at " +
-           loc_of(q.file, q.line) +
-           " has not landed (a copy lands at its issuer's cp.async.wait_group, and other "
-           "threads need a barrier after that)");
+    if (const Block::Pending& q = blk.pending[c]; q.tid >= 0) [[unlikely]]
+      pending_read(q, off, bytes, what, where);
 }
 
 void fail_no_unwind(const std::string& what) {
@@ -1002,16 +1043,39 @@ std::string short_location(const char* file, unsigned line) {
   return loc_of(file, line);
 }
 
+namespace {
+[[noreturn, gnu::noinline, gnu::cold]] void not_shared(size_t smem_bytes, const char* what,
+                                                       const simt::where_t& where) {
+  fail(std::string(what) + " at " + loc(where) + ": address is not inside the block's " +
+       std::to_string(smem_bytes) + " bytes of shared memory");
+}
+[[noreturn, gnu::noinline, gnu::cold]] void misaligned_shared(size_t align, const char* what,
+                                                              const simt::where_t& where) {
+  fail(std::string(what) + " at " + loc(where) + ": shared address not " + std::to_string(align) +
+       "-byte aligned");
+}
+}  // namespace
+
+void check_shared_read16(const void* p, const char* what, const simt::where_t& where) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  const Block& blk = *t_block;
+  if (c < blk.smem || c + 16 > blk.smem + blk.smem_bytes) [[unlikely]]
+    not_shared(blk.smem_bytes, what, where);
+  if (reinterpret_cast<uintptr_t>(c) % 16 != 0) [[unlikely]]
+    misaligned_shared(16, what, where);
+  const size_t off = c - blk.smem;
+  if (const Block::Pending& q = blk.pending[off / 16]; q.tid >= 0) [[unlikely]]
+    pending_read(q, off, 16, what, where);
+}
+
 void check_shared(const void* p, size_t bytes, size_t align, const char* what,
                   const simt::where_t& where) {
   const auto* c = static_cast<const unsigned char*>(p);
   const Block& blk = *t_block;
-  if (c < blk.smem || c + bytes > blk.smem + blk.smem_bytes)
-    fail(std::string(what) + " at " + loc(where) + ": address is not inside the block's " +
-         std::to_string(blk.smem_bytes) + " bytes of shared memory");
-  if (reinterpret_cast<uintptr_t>(c) % align != 0)
-    fail(std::string(what) + " at " + loc(where) + ": shared address not " + std::to_string(align) +
-         "-byte aligned");
+  if (c < blk.smem || c + bytes > blk.smem + blk.smem_bytes) [[unlikely]]
+    not_shared(blk.smem_bytes, what, where);
+  if (reinterpret_cast<uintptr_t>(c) % align != 0) [[unlikely]]
+    misaligned_shared(align, what, where);
 }
 
 }  // namespace detail

@@ -38,6 +38,7 @@ struct PendingCopy {
 struct AsyncCopies {
   std::vector<PendingCopy> open;
   std::vector<std::vector<PendingCopy>> groups;  // not a deque: that allocates when constructed
+  std::vector<std::vector<PendingCopy>> spare;   // emptied groups, their buffers kept for reuse
 };
 
 // What the builtins threadIdx, blockIdx, blockDim and gridDim read, and other per-thread state
@@ -142,6 +143,8 @@ void async_issued(const void* dst, const simt::where_t& where);
 void async_landed(const void* dst);
 // Fails, naming `what` and `where`, if [p, p + bytes) overlaps a pending asynchronous copy.
 void check_not_pending(const void* p, size_t bytes, const char* what, const simt::where_t& where);
+// check_shared(p, 16, 16, ...) and check_not_pending(p, 16, ...) in one call (ldmatrix's row).
+void check_shared_read16(const void* p, const char* what, const simt::where_t& where);
 // Ends the calling CUDA thread with a KernelError from code that cannot throw (a compiler-inserted
 // check): the fiber is switched away from and never resumed, and the launch reports `what`.
 [[noreturn]] void fail_no_unwind(const std::string& what);

@@ -39,6 +39,7 @@
 
 #include "common/simt/launch.h"
 #include "common/simt/ptx.h"
+#include "common/simt/ptx_ops.h"
 #include "common/simt/runtime.h"
 #include "common/simt/sm90.h"
 
