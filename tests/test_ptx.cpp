@@ -278,9 +278,9 @@ TEST_CASE("ptx: misuse is reported, not executed", "[ptx]") {
   }
   // The source bounds check remembers the last buffer an OS thread read inside: the second copy
   // of the same buffer still gets the whole check.
-  CHECK_THROWS_WITH(launch(bad_cp_async, {dim3(1), dim3(1), 64},
-                           static_cast<const unsigned char*>(src.ptr), 3),
-                    Catch::Contains("cp.async") && Catch::Contains("16 bytes past its end"));
+  CHECK_THROWS_WITH(
+      launch(bad_cp_async, {dim3(1), dim3(1), 64}, static_cast<const unsigned char*>(src.ptr), 3),
+      Catch::Contains("cp.async") && Catch::Contains("16 bytes past its end"));
   DeviceBuf<float> out(48);
   CHECK_THROWS_WITH(launch(partial_warp_mma, {dim3(1), dim3(48)}, out.ptr),
                     Catch::Contains("whole warps"));

@@ -131,7 +131,8 @@ template <MmaType T>
   }
   for (int t = 0; t < 4; ++t) {
     uint32_t b[2][8];  // register b[j] of lanes t, t + 4, ..., t + 28
-    for (int g = 0; g < 8; ++g) std::memcpy(b[0] + g, v.lanes[4 * g + t].in + offsetof(MmaIn, b), 4);
+    for (int g = 0; g < 8; ++g)
+      std::memcpy(b[0] + g, v.lanes[4 * g + t].in + offsetof(MmaIn, b), 4);
     for (int g = 0; g < 8; ++g)
       std::memcpy(b[1] + g, v.lanes[4 * g + t].in + offsetof(MmaIn, b) + 4, 4);
     for (int j = 0; j < 2; ++j) {
