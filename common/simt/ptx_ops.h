@@ -44,8 +44,8 @@ SIMT_NOT_INSTRUMENTED inline void mma_m16n8k16(MmaType type, float (&d)[4], cons
   std::memcpy(in.b, b, sizeof in.b);
   std::memcpy(in.c, c, sizeof in.c);
   const bool f16 = type == MmaType::f16;
-  detail::warp_collective(0xffffffffu, f16 ? detail::kMmaF16 : detail::kMmaBf16, &in, sizeof in, d,
-                          sizeof d, f16 ? detail::g_mma_f16 : detail::g_mma_bf16, where);
+  detail::warp_collective(0xffffffffu, f16 ? detail::kMmaF16 : detail::kMmaBf16, &in, d,
+                          f16 ? detail::g_mma_f16 : detail::g_mma_bf16, where);
 }
 
 // ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: `count` 8x8 matrices of 16-bit
@@ -58,8 +58,7 @@ SIMT_NOT_INSTRUMENTED inline void ldmatrix(int count, bool trans, uint32_t* regs
     detail::check_shared_read16(row_address, "ldmatrix", where);
   const detail::LdmatrixIn in{static_cast<const unsigned char*>(row_address), count, trans ? 1 : 0};
   uint32_t out[4];
-  detail::warp_collective(0xffffffffu, detail::kLdmatrix, &in, sizeof in, out, sizeof out,
-                          detail::g_ldmatrix, where);
+  detail::warp_collective(0xffffffffu, detail::kLdmatrix, &in, out, detail::g_ldmatrix, where);
   std::memcpy(regs, out, sizeof(uint32_t) * count);
 }
 

@@ -801,16 +801,16 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
 }
 }  // namespace
 
-void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_bytes, void* out,
-                     size_t out_bytes, CollectiveFn compute, const simt::where_t& where) {
+void warp_collective(uint32_t mask, const char* kind, const void* in, void* out,
+                     CollectiveFn compute, const simt::where_t& where) {
   Thread& t = current_thread();
   Block& blk = *t_block;
   const int lane = t.tid & 31, warp = t.tid >> 5;
   if (!(mask >> lane & 1u)) [[unlikely]]
     lane_not_in_mask(mask, kind, where);
   LaneSlot& slot = blk.slots[t.tid];
-  slot.in = in_bytes != 0 ? static_cast<const unsigned char*>(in) : kZeroPayload;
-  slot.out = out_bytes != 0 ? static_cast<unsigned char*>(out) : t_scratch_out;
+  slot.in = static_cast<const unsigned char*>(in);
+  slot.out = static_cast<unsigned char*>(out);
   t.wait = Wait::collective;
   blk.coll[t.tid] = {mask, kind, compute};
   t.where = where;

@@ -74,10 +74,10 @@ inline ThreadIds& current() {
 
 constexpr size_t kCollectivePayload = 128;  // the most bytes of input or of output per lane
 
-// A waiting lane's input and output, in place: `in` points at the in_bytes the lane passed (they
-// stay put while it waits) and `out` at its result buffer, so nothing is copied. For a lane of the
-// mask that does not take part (it exited), `in` reads kCollectivePayload zero bytes and `out`
-// is scratch; a compute function writes at most the out_bytes its callers pass.
+// A waiting lane's input and output, in place: `in` points at the input the lane passed (it stays
+// put while the lane waits) and `out` at its result buffer, so nothing is copied. For a lane of
+// the mask that does not take part (it exited), `in` reads kCollectivePayload zero bytes and
+// `out` is scratch; a compute function writes at most kCollectivePayload bytes of output.
 struct LaneSlot {
   const unsigned char* in;
   unsigned char* out;
@@ -94,10 +94,11 @@ using CollectiveFn = void (*)(const CollectiveView& view);
 
 // `kind` names the operation for matching and messages ("__shfl_xor_sync", "mma.sync..."):
 // lanes meet only if they pass the same pointer (string literals at one call site are fine; the
-// wrappers pass their own name). The lane's slot points at `in` (in_bytes) and `out` (out_bytes)
-// while it waits; `compute` reads the one and writes the other.
-void warp_collective(uint32_t mask, const char* kind, const void* in, size_t in_bytes, void* out,
-                     size_t out_bytes, CollectiveFn compute, const simt::where_t& where);
+// wrappers pass their own name). The lane's slot points at `in` and `out` while it waits;
+// `compute` reads the one and writes the other (an operation with no input or no output passes
+// nullptr, and its compute function reads or writes nothing there).
+void warp_collective(uint32_t mask, const char* kind, const void* in, void* out,
+                     CollectiveFn compute, const simt::where_t& where);
 
 // ---- Block barriers ----------------------------------------------------------------------------
 // bar.sync: barrier `id` (0..15) completes when `count` threads have arrived. __syncthreads is

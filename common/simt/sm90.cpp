@@ -758,7 +758,7 @@ void elect_compute(const detail::CollectiveView& v) {
 
 uint32_t elect_sync(uint32_t mask, bool* is_leader, const where_t& where) {
   uint32_t leader = 0;
-  detail::warp_collective(mask, kElect, nullptr, 0, &leader, sizeof leader, elect_compute, where);
+  detail::warp_collective(mask, kElect, nullptr, &leader, elect_compute, where);
   *is_leader = leader == static_cast<uint32_t>(detail::current().lane);
   return leader;
 }

@@ -85,7 +85,7 @@ uint64_t shuffle(const char* kind, ShflMode mode, uint32_t mask, uint64_t value,
          " is not a power of two in [1, 32]");
   const ShflIn in{value, static_cast<uint32_t>(mode), b, shfl_c(mode, width)};
   uint64_t out;
-  detail::warp_collective(mask, kind, &in, sizeof in, &out, sizeof out, shuffle_compute, where);
+  detail::warp_collective(mask, kind, &in, &out, shuffle_compute, where);
   return out;
 }
 
@@ -95,7 +95,7 @@ uint32_t vote(const char* kind, uint32_t mask, bool pred, const where_t& where) 
   const detail::CollectiveFn fn = kind == kBallot ? vote_compute<0>
                                   : kind == kAny  ? vote_compute<1>
                                                   : vote_compute<2>;
-  detail::warp_collective(mask, kind, &in, sizeof in, &out, sizeof out, fn, where);
+  detail::warp_collective(mask, kind, &in, &out, fn, where);
   return out;
 }
 
@@ -103,7 +103,6 @@ uint32_t vote(const char* kind, uint32_t mask, bool pred, const where_t& where) 
 
 void __syncwarp(unsigned mask, const simt::where_t& where) {
   if (simt::testing::barrier_skipped(where)) return;  // fault injection (tests only)
-  const unsigned char none = 0;
-  simt::detail::warp_collective(mask, simt::kSyncwarp, &none, 0, nullptr, 0, simt::syncwarp_compute,
+  simt::detail::warp_collective(mask, simt::kSyncwarp, nullptr, nullptr, simt::syncwarp_compute,
                                 where);
 }
