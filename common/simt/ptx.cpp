@@ -4,6 +4,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#ifdef SIMT_MMA_AVX2
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <bit>
 #include <cstdlib>
@@ -30,11 +34,13 @@ void mma_portable(const detail::CollectiveView& v) {
   mma_body<T>(v);
 }
 
-// Whether the CPU runs the AVX2 body (mma_avx2.cpp: AVX2, FMA and F16C).
+// Whether the CPU runs the AVX2 body (mma_avx2.cpp: AVX2, FMA and F16C). F16C from CPUID leaf 1
+// (ECX bit 29): older clang's __builtin_cpu_supports does not know it.
 bool cpu_has_avx2_body() {
 #ifdef SIMT_MMA_AVX2
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 #else
   return false;
 #endif
