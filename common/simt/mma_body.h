@@ -40,6 +40,19 @@ typedef int32_t I8 __attribute__((vector_size(32)));
 typedef uint16_t H8 __attribute__((vector_size(16)));
 typedef uint16_t H16 __attribute__((vector_size(32)));
 
+// The four 32-bit values x[0][i], x[1][i], x[2][i], x[3][i] for each i: a 4 x 4 transpose
+// (mma gathers its rows this way, ldmatrix its registers).
+[[gnu::always_inline]] inline void transpose4(U4 (&x)[4]) {
+  const U4 lo01 = __builtin_shufflevector(x[0], x[1], 0, 4, 1, 5);
+  const U4 lo23 = __builtin_shufflevector(x[2], x[3], 0, 4, 1, 5);
+  const U4 hi01 = __builtin_shufflevector(x[0], x[1], 2, 6, 3, 7);
+  const U4 hi23 = __builtin_shufflevector(x[2], x[3], 2, 6, 3, 7);
+  x[0] = __builtin_shufflevector(lo01, lo23, 0, 1, 4, 5);
+  x[1] = __builtin_shufflevector(lo01, lo23, 2, 3, 6, 7);
+  x[2] = __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5);
+  x[3] = __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7);
+}
+
 // Eight 16-bit operands to FP32. bf16 is the top half of an FP32. fp16: the F16C conversion where
 // compiled for it (exact, as every fp16 value is an FP32 value; a NaN stays a NaN, and the result
 // is canonicalised below), else f16_bits_to_float (ptx.h, tested against __half2float for all
@@ -107,17 +120,9 @@ template <MmaType T>
       std::memcpy(&a[t], v.lanes[4 * g + t].in + offsetof(MmaIn, a), sizeof a[t]);
       std::memcpy(&c[t], v.lanes[4 * g + t].in + offsetof(MmaIn, c), sizeof c[t]);
     }
-    // row[r]: register r of lanes 4g..4g+3, eight halves in k order.
-    const U4 lo01 = __builtin_shufflevector(a[0], a[1], 0, 4, 1, 5);
-    const U4 lo23 = __builtin_shufflevector(a[2], a[3], 0, 4, 1, 5);
-    const U4 hi01 = __builtin_shufflevector(a[0], a[1], 2, 6, 3, 7);
-    const U4 hi23 = __builtin_shufflevector(a[2], a[3], 2, 6, 3, 7);
-    const U4 row[4] = {__builtin_shufflevector(lo01, lo23, 0, 1, 4, 5),
-                       __builtin_shufflevector(lo01, lo23, 2, 3, 6, 7),
-                       __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5),
-                       __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7)};
+    transpose4(a);  // a[r]: register r of lanes 4g..4g+3, eight halves in k order
     F8 r[4];
-    for (int i = 0; i < 4; ++i) to_float8<T>(r[i], reinterpret_cast<H8>(row[i]));
+    for (int i = 0; i < 4; ++i) to_float8<T>(r[i], reinterpret_cast<H8>(a[i]));
     std::memcpy(&A[g][0], &r[0], sizeof r[0]);
     std::memcpy(&A[g + 8][0], &r[1], sizeof r[1]);
     std::memcpy(&A[g][8], &r[2], sizeof r[2]);

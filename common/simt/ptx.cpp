@@ -65,18 +65,6 @@ detail::CollectiveFn mma_compute(bool simd) {
   return mma_portable<T>;
 }
 
-// The four 32-bit values x[0][i], x[1][i], x[2][i], x[3][i] for each i: a 4 x 4 transpose.
-[[gnu::always_inline]] inline void transpose4(U4 (&x)[4]) {
-  const U4 lo01 = __builtin_shufflevector(x[0], x[1], 0, 4, 1, 5);
-  const U4 lo23 = __builtin_shufflevector(x[2], x[3], 0, 4, 1, 5);
-  const U4 hi01 = __builtin_shufflevector(x[0], x[1], 2, 6, 3, 7);
-  const U4 hi23 = __builtin_shufflevector(x[2], x[3], 2, 6, 3, 7);
-  x[0] = __builtin_shufflevector(lo01, lo23, 0, 1, 4, 5);
-  x[1] = __builtin_shufflevector(lo01, lo23, 2, 3, 6, 7);
-  x[2] = __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5);
-  x[3] = __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7);
-}
-
 // ldmatrix (PTX ISA, "Warp-level matrix load instruction: ldmatrix"): register j of lane l holds
 // two 16-bit elements of matrix j: row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1; with .trans,
 // rows 2 (l % 4) and 2 (l % 4) + 1 of column l / 4. Row r of matrix j is 16 bytes at the address
