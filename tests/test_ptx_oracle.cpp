@@ -136,10 +136,11 @@ __global__ void gmma_with_maps(const GmmaMaps* maps, const float* A, const float
   __syncthreads();
   const int t = threadIdx.x;
   float d[32];
+  uint32_t a_frags[4][4] = {};  // A's registers stay untouched until the wait retires the wgmmas
   attn::wgmma_fence();
   for (int kb = 0; kb < 4; ++kb) {
     if constexpr (ARegs) {
-      uint32_t a[4] = {};
+      uint32_t(&a)[4] = a_frags[kb];
       for (int v = 0; v < 8; ++v)
         a[v / 2] |=
             uint32_t(bits16<__half>(A[maps->ar[t][v][0] * 64 + 16 * kb + maps->ar[t][v][1]]))

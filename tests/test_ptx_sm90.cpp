@@ -442,11 +442,14 @@ __global__ void wgmma_kernel(const WgmmaCase c, const Operand A, const Operand B
   const int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, t = l % 4;
   float d[N / 2];
   for (float& x : d) x = 1.0f;  // scale_d = false on the first k-block ignores it
+  // A from registers: one fragment per k-block, all live until the wait (a wgmma's register
+  // operands may not be written before the wait_group that retires it).
+  uint32_t a_frags[8][4] = {};
   attn::wgmma_fence();
   for (int kb = 0; kb < c.K / 16; ++kb) {
     const uint64_t db = operand_desc(B, c, sb, kb);
     if (c.a == AFrom::regs) {
-      uint32_t a[4] = {};
+      uint32_t(&a)[4] = a_frags[kb];
       for (int i = 0; i < 8; ++i) {
         const int m = 16 * w + g + 8 * ((i / 2) % 2), k = 16 * kb + 2 * t + i % 2 + 8 * (i / 4);
         a[i / 2] |= uint32_t(bits16<T>(Ag[m * c.K + k])) << (16 * (i % 2));
@@ -766,6 +769,8 @@ TEST_CASE("sm90: the CPU backend presents itself as sm_90a", "[ptx][sm90]") {
 namespace {
 
 constexpr int kStages = 2, kTiles = 4;
+// The lines of the ring kernel's wgmma and of its early "empty" arrival (bug 4), for the reports.
+constexpr int kRingWgmmaLine = 819, kRingEarlyArriveLine = 823;
 
 // Warpgroup 0 produces (one elected thread issues the TMA loads), warpgroup 1 consumes with wgmma:
 // D (64 x 64) = sum over tiles t of A_t B_t^T, each A_t, B_t a 64 x 64 K-major tile in 128-byte
@@ -812,9 +817,11 @@ __global__ void ring(const attn::TensorMap mA, const attn::TensorMap mB, int bug
       const uint64_t db = attn::make_wgmma_desc(smem + s * 16384 + 8192 + 32 * kb, 16, 1024,
                                                 attn::WgmmaSwizzle::b128);
       attn::wgmma_ss<64, __half>(d, da, db, t > 0 || kb > 0);
+      static_assert(kRingWgmmaLine == __LINE__ - 1);
     }
     attn::wgmma_commit();
     if (bug == 4) attn::mbarrier_arrive(&empty[s]);
+    static_assert(kRingEarlyArriveLine == __LINE__ - 1);
     attn::wgmma_wait<0>();
     if (bug != 4) attn::mbarrier_arrive(&empty[s]);
   }
@@ -858,9 +865,12 @@ TEST_CASE("sm90: a TMA + mbarrier ring feeding wgmma, and the bugs it is built t
     CHECK_THROWS_WITH(
         launch(ring, cfg, mA, mB, 1, D.ptr),
         Contains("deadlock") && Contains("mbarrier.try_wait.parity 0 on mbarrier empty[0]"));
-    CHECK_THROWS_WITH(launch(ring, cfg, mA, mB, 2, D.ptr),
-                      Contains("is the destination of the TMA load issued at") &&
-                          Contains("has not landed") && Contains("test_ptx_sm90.cpp"));
+    // The consumer reads a slot before its TMA landed, or before the producer even issued it.
+    CHECK_THROWS_WITH(
+        launch(ring, cfg, mA, mB, 2, D.ptr),
+        ((Contains("is the destination of the TMA load issued at") && Contains("has not landed")) ||
+         Contains("nothing has written since the block started")) &&
+            Contains("test_ptx_sm90.cpp:" + std::to_string(kRingWgmmaLine)));
     bool wrong = false;
     try {
       launch(ring, cfg, mA, mB, 3, D.ptr);
@@ -872,9 +882,278 @@ TEST_CASE("sm90: a TMA + mbarrier ring feeding wgmma, and the bugs it is built t
       INFO(e.what());
     }
     CHECK(wrong);
-    CHECK_THROWS_WITH(
-        launch(ring, cfg, mA, mB, 4, D.ptr),
-        Contains("changed before this wait retired it") && Contains("test_ptx_sm90.cpp"));
+    // The slot released before the wgmma reading it retired: reported at the arrival.
+    CHECK_THROWS_WITH(launch(ring, cfg, mA, mB, 4, D.ptr),
+                      Contains("mbarrier.arrive at tests/test_ptx_sm90.cpp:" +
+                               std::to_string(kRingEarlyArriveLine)) &&
+                          Contains("mbarrier empty[0]") &&
+                          Contains("the wgmma issued at tests/test_ptx_sm90.cpp:" +
+                                   std::to_string(kRingWgmmaLine) + " still reads"));
   }
   simt::set_schedule(simt::Schedule{});
+}
+
+// ---- What the GPU does not promise: orders between threads, and the ends of async operations ----
+// Each kernel below is correct for which == 0 and plants one bug otherwise. The CPU backend must
+// report the bug although, run as fibers, each of them happens to compute the right answer.
+
+namespace {
+// The kernel lines the reports below must name (each checked by a static_assert at the line).
+constexpr int kGroupBarrierLine = 924, kInitUseLine = 948, kFenceReadLine = 976,
+              kEndsIssueLine = 998, kEndsWait1Line = 1004, kEndsWait0Line = 1008,
+              kOverDeliveryLine = 1022;
+
+// Two groups of four warps, each meant to synchronise among itself. PTX ISA, "bar, barrier": a
+// barrier counts arriving threads by whole warps and completes when `count` have arrived, so two
+// groups of 128 threads on one id with count 128 complete it with any four warps, mixed.
+// which 1: both groups on barrier 1; which 2: warps 0-3 signal barrier 3 twice (bar.arrive) before
+// warps 4-7 reach it, so that one generation counts a warp twice.
+__global__ void barrier_groups(int which, int* out) {
+  int* s = attn::shared_memory<int>();
+  const int group = threadIdx.x / 128;
+  s[threadIdx.x] = int(threadIdx.x);
+  if (which == 2) {
+    if (group == 0) {
+      attn::named_barrier_arrive(3, 256);
+      attn::named_barrier_arrive(3, 256);
+    } else {
+      attn::named_barrier_sync(3, 256);
+    }
+    return;
+  }
+  attn::named_barrier_sync(which == 1 ? 1 : 1 + group, 128);
+  static_assert(kGroupBarrierLine == __LINE__ - 1);
+  int sum = 0;
+  for (int t = 0; t < 128; ++t) sum += s[128 * group + t];
+  out[threadIdx.x] = sum;
+}
+
+// PTX ISA, "mbarrier.init": the initialisation is a write to shared memory like any other, and
+// the other threads may use the barrier only once it is visible to them: a barrier between them
+// (CUTLASS: fence_barrier_init, then a cluster or block barrier). which 0: __syncthreads; which 1:
+// none; which 2: the order comes to warp 1 through a named barrier that warp 0 arrives at after
+// the initialisation, and to warp 0's other lanes through __syncwarp (which orders memory).
+__global__ void init_order(int which, int* out) {
+  uint64_t* bar = bar_at(0);
+  if (threadIdx.x == 0) attn::mbarrier_init(bar, 64);
+  if (which == 0) __syncthreads();
+  if (which == 2) {
+    if (threadIdx.x < 32) {
+      __syncwarp();
+      attn::named_barrier_arrive(1, 64);
+    } else {
+      attn::named_barrier_sync(1, 64);
+    }
+  }
+  attn::mbarrier_arrive(bar);
+  static_assert(kInitUseLine == __LINE__ - 1);
+  attn::mbarrier_wait_parity(bar, 0);
+  out[threadIdx.x] = 1;
+}
+
+// Warpgroup 1 writes the ones that warpgroup 0's wgmma reads (B, 8 x 16), with the proxy fence.
+// PTX ISA, "Asynchronous proxy" and "wgmma": generic stores must be fenced
+// (fence.proxy.async.shared::cta) and the fence ordered before the wgmma by synchronisation.
+// which 0: __syncthreads after the fence; which 1: none; warpgroup 0 waits only in setmaxnreg.inc
+// for the registers warpgroup 1 gives back after its fence, which is no synchronisation.
+__global__ void fence_order(int which, float* out) {
+  auto* s = attn::shared_memory<uint16_t>();
+  const int wg = threadIdx.x / 128;
+  if (wg == 1) {
+    for (int x = threadIdx.x - 128; x < (64 + 8) * 16; x += 128) s[x] = 0x3C00;
+    attn::fence_proxy_async_shared();
+  }
+  if (which == 0) __syncthreads();
+  if (wg == 1) {
+    attn::setmaxnreg_dec<24>();
+    return;
+  }
+  attn::setmaxnreg_inc<232>();
+  const uint64_t da = attn::make_wgmma_desc(s, 128, 256, attn::WgmmaSwizzle::none);
+  const uint64_t db = attn::make_wgmma_desc(s + 64 * 16, 128, 256, attn::WgmmaSwizzle::none);
+  float d[4] = {};
+  attn::wgmma_fence();
+  attn::wgmma_ss<8, __half>(d, da, db, false);
+  static_assert(kFenceReadLine == __LINE__ - 1);
+  attn::wgmma_commit();
+  attn::wgmma_wait<0>();
+  out[threadIdx.x] = d[0];
+}
+
+// One warpgroup, B = ones written and fenced first. PTX ISA, "wgmma.mma_async": the accumulators
+// and the registers holding A are not to be accessed until a wgmma.wait_group retires the wgmma.
+// which 1: A's registers rewritten before the wait; which 2: the thread exits with the group in
+// flight; which 3: wait_group 1 leaves the only group in flight, then exits; which 4: B read from
+// shared memory nothing ever wrote.
+__global__ void wgmma_ends(int which, float* out) {
+  auto* s = attn::shared_memory<uint16_t>();
+  for (int x = threadIdx.x; x < 8 * 16; x += 128) s[x] = 0x3C00;
+  attn::fence_proxy_async_shared();
+  __syncthreads();
+  const uint64_t db =
+      attn::make_wgmma_desc(s + (which == 4 ? 1024 : 0), 128, 256, attn::WgmmaSwizzle::none);
+  float d[4] = {};
+  uint32_t a[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+  attn::wgmma_fence();
+  attn::wgmma_rs<8, __half>(d, a, db, false);
+  static_assert(kEndsIssueLine == __LINE__ - 1);
+  attn::wgmma_commit();
+  if (which == 1) a[1] = 0;
+  if (which == 2) return;
+  if (which == 3) {
+    attn::wgmma_wait<1>();
+    static_assert(kEndsWait1Line == __LINE__ - 1);
+    return;
+  }
+  attn::wgmma_wait<0>();
+  static_assert(kEndsWait0Line == __LINE__ - 1);
+  out[threadIdx.x] = d[0];
+}
+
+// PTX ISA, "mbarrier: tx-count": a phase completes when its pending arrivals and its tx-count
+// reach zero; expect_tx announces bytes. which 1 announces the box's elements instead of its bytes,
+// so that the second box over-delivers.
+__global__ void tma_over_delivery(const attn::TensorMap map, int which) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + 8192);
+  attn::mbarrier_init(bar, 1);
+  attn::mbarrier_arrive_expect_tx(bar, which == 1 ? 2 * 64 * 16 : 2 * 64 * 16 * 2);
+  attn::tma_load_2d(smem, &map, bar, 0, 0);
+  attn::tma_load_2d(smem + 4096, &map, bar, 0, 16);
+  static_assert(kOverDeliveryLine == __LINE__ - 1);
+  attn::mbarrier_wait_parity(bar, 0);
+}
+
+// PTX ISA, "cp.async.mbarrier.arrive": a thread's copies arrive on the barrier when they land.
+// which 1 reads them (ldmatrix) without waiting on the barrier: the report names the barrier.
+__global__ void noinc_unwaited(const unsigned char* src, int which, uint32_t* out) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  uint64_t* bar = bar_at(1024);
+  if (threadIdx.x == 0) {
+    attn::mbarrier_init(bar, 32);
+    attn::mbarrier_label(bar, "full");
+  }
+  __syncthreads();
+  attn::cp_async_16(smem + 16 * threadIdx.x, src + 16 * threadIdx.x, 16);
+  attn::cp_async_mbarrier_arrive_noinc(bar);
+  if (which == 0) attn::mbarrier_wait_parity(bar, 0);
+  uint32_t r[4];
+  attn::ldmatrix<4>(r, smem + 16 * threadIdx.x);
+  out[threadIdx.x] = r[0];
+}
+
+}  // namespace
+
+TEST_CASE("sm90: a named barrier belongs to one group of warps", "[ptx][sm90]") {
+  DeviceBuf<int> out(256);
+  const attn::LaunchConfig cfg{dim3(1), dim3(256), 256 * 4};
+  const std::string line = "tests/test_ptx_sm90.cpp:" + std::to_string(kGroupBarrierLine);
+  for (const char* sched : {"forward", "reverse", "random:5", "greedy"}) {
+    INFO(sched);
+    simt::set_schedule(simt::parse_schedule(sched));
+    launch(barrier_groups, cfg, 0, out.ptr);
+    for (int t = 0; t < 256; ++t) REQUIRE(out.ptr[t] == 128 * 127 / 2 + 128 * 128 * (t / 128));
+    // Separate generations (forward) or mixed ones (random): either way, reported at the line.
+    CHECK_THROWS_WITH(launch(barrier_groups, cfg, 1, out.ptr),
+                      Contains("bar.sync 1 (128 threads) completed at " + line) &&
+                          (Contains("two groups of warps share this barrier id") ||
+                           Contains("more warps than 128 threads make")));
+    CHECK_THROWS_WITH(launch(barrier_groups, cfg, 2, out.ptr),
+                      Contains("arrives a second time in one generation of barrier 3"));
+  }
+  simt::set_schedule(simt::Schedule{});
+}
+
+TEST_CASE("sm90: an mbarrier is used only after its initialisation is ordered before the use",
+          "[ptx][sm90]") {
+  DeviceBuf<int> out(64);
+  const attn::LaunchConfig cfg{dim3(1), dim3(64), 64};
+  for (const char* sched : {"forward", "reverse", "random:5", "greedy"}) {
+    INFO(sched);
+    simt::set_schedule(simt::parse_schedule(sched));
+    launch(init_order, cfg, 0, out.ptr);
+    launch(init_order, cfg, 2, out.ptr);
+    // Before the initialisation happened (reverse, random), or after it, unordered (forward).
+    CHECK_THROWS_WITH(
+        launch(init_order, cfg, 1, out.ptr),
+        Contains("mbarrier.arrive at tests/test_ptx_sm90.cpp:" + std::to_string(kInitUseLine)) &&
+            ((Contains("initialised by thread 0 at tests/test_ptx_sm90.cpp:") &&
+              Contains("which nothing orders after that initialisation")) ||
+             Contains("used before mbarrier.init")));
+  }
+  simt::set_schedule(simt::Schedule{});
+}
+
+TEST_CASE("sm90: a proxy fence must be ordered before the wgmma that reads the stores",
+          "[ptx][sm90]") {
+  DeviceBuf<float> out(256);
+  const attn::LaunchConfig cfg{dim3(1), dim3(256), (64 + 8) * 32};
+  simt::set_entry_registers(128);
+  for (const char* sched : {"forward", "reverse", "random:5", "greedy"}) {
+    INFO(sched);
+    simt::set_schedule(simt::parse_schedule(sched));
+    launch(fence_order, cfg, 0, out.ptr);
+    for (int t = 0; t < 128; ++t) REQUIRE(out.ptr[t] == 16.0f);
+    // setmaxnreg.inc waited for warpgroup 1's .dec, which came after its fence: no order.
+    CHECK_THROWS_WITH(
+        launch(fence_order, cfg, 1, out.ptr),
+        Contains("wgmma.mma_async at tests/test_ptx_sm90.cpp:" + std::to_string(kFenceReadLine)) &&
+            Contains("does not happen before this wgmma in every thread of warpgroup 0"));
+  }
+  simt::set_entry_registers(0);
+  simt::set_schedule(simt::Schedule{});
+}
+
+TEST_CASE("sm90: a wgmma owns its A registers until retired, and every wgmma is retired",
+          "[ptx][sm90]") {
+  DeviceBuf<float> out(128);
+  const attn::LaunchConfig cfg{dim3(1), dim3(128), 4096};
+  const std::string file = "tests/test_ptx_sm90.cpp:";
+  launch(wgmma_ends, cfg, 0, out.ptr);
+  for (int t = 0; t < 128; ++t) REQUIRE(out.ptr[t] == 16.0f);
+  CHECK_THROWS_WITH(launch(wgmma_ends, cfg, 1, out.ptr),
+                    Contains("wgmma.wait_group at " + file + std::to_string(kEndsWait0Line)) &&
+                        Contains("the A fragment registers of the wgmma issued at " + file +
+                                 std::to_string(kEndsIssueLine) + " were written"));
+  CHECK_THROWS_WITH(launch(wgmma_ends, cfg, 2, out.ptr),
+                    Contains("exits with 1 wgmma group(s) not retired") &&
+                        Contains("the newest issued at " + file + std::to_string(kEndsIssueLine)));
+  CHECK_THROWS_WITH(launch(wgmma_ends, cfg, 3, out.ptr),
+                    Contains("exits with 1 wgmma group(s) not retired") &&
+                        Contains("the last wgmma.wait_group, at " + file +
+                                 std::to_string(kEndsWait1Line) + ", left them in flight"));
+  CHECK_THROWS_WITH(launch(wgmma_ends, cfg, 4, out.ptr),
+                    Contains("wgmma.mma_async at " + file + std::to_string(kEndsIssueLine)) &&
+                        Contains("nothing has written since the block started"));
+}
+
+TEST_CASE("sm90: TMA bytes beyond what expect_tx announced are reported at the TMA",
+          "[ptx][sm90]") {
+  DeviceBuf<uint16_t> g(64 * 32, "G");
+  for (int x = 0; x < 64 * 32; ++x) g.ptr[x] = uint16_t(x);
+  attn::TensorMapSpec s;
+  s.global = g.ptr, s.dims[0] = 64, s.dims[1] = 32, s.strides[1] = 128;
+  s.box[0] = 64, s.box[1] = 16, s.swizzle = simt::TmaSwizzle::b128;
+  const simt::TensorMap map = attn::encode_tensor_map_cpu(s);
+  const attn::LaunchConfig cfg{dim3(1), dim3(1), 8192 + 64};
+  launch(tma_over_delivery, cfg, map, 0);
+  CHECK_THROWS_WITH(
+      launch(tma_over_delivery, cfg, map, 1),
+      Contains("cp.async.bulk.tensor at tests/test_ptx_sm90.cpp:" +
+               std::to_string(kOverDeliveryLine)) &&
+          Contains("this box's 2048 bytes bring the phase's copies in flight to 4096 bytes, "
+                   "more than the 2048 its expect_tx announced"));
+}
+
+TEST_CASE("sm90: a copy that lands through an mbarrier is named with it when read too early",
+          "[ptx][sm90]") {
+  DeviceBuf<unsigned char> src(512);
+  DeviceBuf<uint32_t> out(32);
+  for (int x = 0; x < 512; ++x) src.ptr[x] = uint8_t(x);
+  const attn::LaunchConfig cfg{dim3(1), dim3(32), 1032};
+  launch(noinc_unwaited, cfg, static_cast<const unsigned char*>(src.ptr), 0, out.ptr);
+  CHECK_THROWS_WITH(
+      launch(noinc_unwaited, cfg, static_cast<const unsigned char*>(src.ptr), 1, out.ptr),
+      Contains("has not landed (it lands when mbarrier full at shared 0x400 "
+               "completes the phase"));
 }

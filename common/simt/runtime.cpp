@@ -268,6 +268,9 @@ struct alignas(64) Thread {
   int barrier_id = -1;
   bool (*pred)(void*) = nullptr;
   void* pred_arg = nullptr;
+  // Per barrier id, the generation (plus one) this thread last arrived in: a second arrival in
+  // the same generation (two bar.arrive) is reported.
+  uint32_t barrier_generation[16] = {};
 };
 
 struct Barrier {
@@ -275,6 +278,12 @@ struct Barrier {
   int arrived = 0;
   const char* what = nullptr;
   simt::where_t where;
+  uint32_t generation = 0;  // completed generations
+  uint32_t warps = 0;       // the warps that arrived in this generation, a bit each
+  // The warps of the first generation that completed, and where: every later generation must
+  // complete with the same warps (a barrier id belongs to one group of warps).
+  uint32_t first_warps = 0;
+  simt::where_t first_where;
 };
 
 struct Block {
@@ -309,6 +318,7 @@ struct Block {
     const char* file;
     uint32_t line;
     int tid;
+    const std::string* via;  // the mbarrier it lands through, or null: its issuer's wait_group
   };
   std::vector<Pending> pending;
   uint3 idx{};
@@ -320,7 +330,13 @@ struct Block {
   std::vector<int> round;
   size_t round_pos = 0;
   std::unique_ptr<BlockExtension> ext;  // Hopper emulation state (sm90.cpp), if the kernel uses it
-  Context sched;                        // the scheduler, while a CUDA thread runs
+  // Vector clocks (ordering_enabled): thread tid's is clocks[tid * nthreads ..], entry u the
+  // latest event of thread u known to it. One accumulating clock per barrier id.
+  std::vector<uint32_t> clocks;
+  SyncClock barrier_clocks[16];
+  // Per 16-byte chunk of smem: 1 once anything wrote it since the block started (mark_written).
+  std::vector<uint8_t> written;
+  Context sched;  // the scheduler, while a CUDA thread runs
   // Per thread, in arrays of their own (a collective's completion and every switch read them for
   // 32 threads: dense, they stay in the L1 cache where the threads' own state does not):
   std::unique_ptr<Context[]> contexts;  // the thread while it does not run
@@ -423,6 +439,17 @@ std::string hex(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08x", v);
   return buf;
+}
+
+// How a pending cp.async copy lands, for a report of a read before it did.
+std::string landing_hint(const Block::Pending& q) {
+  if (q.via)
+    return " (it lands when " + *q.via +
+           " completes the phase its issuer's cp.async.mbarrier.arrive.noinc arrived on: a "
+           "missing wait on that mbarrier, a wait on the wrong parity, or an arrival count that "
+           "lets the phase complete before this copy's arrival)";
+  return " (a copy lands at its issuer's cp.async.wait_group, and other threads need a barrier "
+         "after that)";
 }
 
 // "0-31, 40, 42-44"
@@ -575,6 +602,9 @@ std::string deadlock_report(const Block& blk) {
 // ---- Thread exit --------------------------------------------------------------------------------
 
 void on_exit(Block& blk, Thread& t) {
+  if (blk.ext)
+    if (const std::string left = blk.ext->thread_exited(t.tid); !left.empty())
+      throw KernelError(thread_name(t.ids) + ": " + left);
   ++blk.exited;
   blk.live_lanes[t.ids.warp] &= ~(1u << t.ids.lane);
   // A barrier that already has arrivals can no longer complete if too few threads remain.
@@ -688,7 +718,10 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   blk.storage_hi = smem_storage.data() + smem_storage.size();
   std::memset(blk.smem, 0xFF, L.smem_bytes);
   if (g_track_stores.load(std::memory_order_relaxed)) blk.stores.assign((L.smem_bytes + 3) / 4, 0);
-  blk.pending.assign((L.smem_bytes + 15) / 16, Block::Pending{nullptr, 0, -1});
+  blk.pending.assign((L.smem_bytes + 15) / 16, Block::Pending{nullptr, 0, -1, nullptr});
+  blk.written.assign((L.smem_bytes + 15) / 16, 0);
+  blk.clocks.clear();
+  for (SyncClock& c : blk.barrier_clocks) c.clear();
   blk.wake_min = n;
   blk.body = L.body;
   t_block = &blk;
@@ -826,6 +859,13 @@ void warp_collective(uint32_t mask, const char* kind, const void* in, void* out,
     suspend(t);  // resumed once try_complete made it ready again
 }
 
+// Thread tid's vector clock joined with c (an acquire by thread tid).
+void acquire_into(Block& blk, int tid, const SyncClock& c) {
+  if (c.empty()) return;
+  uint32_t* clock = &blk.clocks[size_t(tid) * blk.nthreads];
+  for (size_t i = 0; i < c.size(); ++i) clock[i] = std::max(clock[i], c[i]);
+}
+
 // The barrier `id` that a bar.sync or bar.arrive of `count` threads joins: the id and count
 // checked, and the count it expects fixed by its first arrival.
 Barrier& join_barrier(Block& blk, int id, int count, const char* what, const simt::where_t& where) {
@@ -844,22 +884,68 @@ Barrier& join_barrier(Block& blk, int id, int count, const char* what, const sim
          std::to_string(count) + " threads here but " + std::to_string(b.count) + " at " +
          loc(b.where));
   }
+  Thread& t = current_thread();
+  if (t.barrier_generation[id] == b.generation + 1)
+    fail(std::string(what) + " at " + loc(where) + ": thread " + std::to_string(t.tid) +
+         " arrives a second time in one generation of barrier " + std::to_string(id) + " (" +
+         std::to_string(b.arrived) + " of " + std::to_string(b.count) +
+         " arrivals so far): on a GPU both arrivals count, and the barrier completes without "
+         "threads it was meant to wait for");
+  t.barrier_generation[id] = b.generation + 1;
+  b.warps |= 1u << t.ids.warp;
+  if (!blk.clocks.empty()) release_to(blk.barrier_clocks[id]);
   return b;
+}
+
+// "warps 4-7"
+std::string warp_list(uint32_t warps) {
+  std::vector<int> ids;
+  for (int w = 0; w < 32; ++w)
+    if (warps >> w & 1u) ids.push_back(w);
+  return (ids.size() == 1 ? "warp " : "warps ") + ranges(ids);
 }
 
 // Completes barrier `id`: every thread waiting at it runs again, with the stores made before the
 // barrier visible to it.
-void release_barrier(Block& blk, int id) {
+//
+// Stricter than hardware: a barrier id belongs to one group of warps. A generation that
+// completes with more warps than its thread count holds, or with other warps than the first
+// generation did, means two groups share the id: on a GPU their arrivals can mix, and a group can
+// pass on the other's arrivals (here each group may happen to fill a generation of its own).
+void release_barrier(Block& blk, int id, const simt::where_t& where) {
+  Barrier& b = blk.barriers[id];
+  const int warps = std::popcount(b.warps);
+  const std::string name =
+      std::string(b.what) + " " + std::to_string(id) + " (" + std::to_string(b.count) + " threads)";
+  if (warps > (b.count + 31) / 32)
+    fail(name + " completed at " + loc(where) + " with arrivals from " + warp_list(b.warps) +
+         ", more warps than " + std::to_string(b.count) +
+         " threads make: groups of warps share this barrier id and their arrivals mixed (give "
+         "each group its own id)");
+  if (b.first_warps == 0) {
+    b.first_warps = b.warps;
+    b.first_where = where;
+  } else if (b.warps != b.first_warps) {
+    fail(name + " completed at " + loc(where) + " with " + warp_list(b.warps) + ", but with " +
+         warp_list(b.first_warps) + " at " + loc(b.first_where) +
+         " before: two groups of warps share this barrier id, and on a GPU their arrivals can "
+         "mix, so that a group passes on the other's arrivals (give each group its own id)");
+  }
+  const bool ordering = !blk.clocks.empty();
   for (int tid = 0; tid < blk.nthreads; ++tid) {
     Thread& x = blk.threads[tid];
     if (!x.done && x.wait == Wait::barrier && x.barrier_id == id) {
       x.wait = Wait::none;
       blk.ready[tid] = 1;
       ++x.ids.visible_epoch;  // a barrier makes earlier shared-memory stores visible
+      if (ordering) acquire_into(blk, tid, blk.barrier_clocks[id]);
       woke(blk, tid);
     }
   }
-  blk.barriers[id].arrived = 0;
+  if (ordering) std::fill(blk.barrier_clocks[id].begin(), blk.barrier_clocks[id].end(), 0u);
+  b.arrived = 0;
+  b.warps = 0;
+  ++b.generation;
 }
 
 void barrier_sync(int id, int count, const char* what, const simt::where_t& where) {
@@ -887,7 +973,7 @@ void barrier_sync(int id, int count, const char* what, const simt::where_t& wher
   t.what = what;
   t.where = where;
   if (b.arrived == b.count) {
-    release_barrier(blk, id);
+    release_barrier(blk, id, where);
     return;
   }
   suspend(t);
@@ -908,7 +994,71 @@ void barrier_arrive(int id, int count, const char* what, const simt::where_t& wh
   Block& blk = *t_block;
   Barrier& b = join_barrier(blk, id, count, what, where);
   ++current_thread().ids.visible_epoch;  // bar.arrive releases the caller's earlier stores
-  if (++b.arrived == b.count) release_barrier(blk, id);
+  if (++b.arrived == b.count) release_barrier(blk, id, where);
+}
+
+// ---- Happens-before
+// ------------------------------------------------------------------------------
+
+void enable_ordering() {
+  Block& blk = *t_block;
+  if (!blk.clocks.empty()) return;
+  const size_t n = static_cast<size_t>(blk.nthreads);
+  blk.clocks.assign(n * n, 0);
+  for (SyncClock& c : blk.barrier_clocks) c.assign(n, 0);
+}
+
+bool ordering_enabled() {
+  return !t_block->clocks.empty();
+}
+
+OrderEvent order_event() {
+  Block& blk = *t_block;
+  const int tid = t_current->tid;
+  uint32_t& own = blk.clocks[size_t(tid) * blk.nthreads + tid];
+  return {tid, own++};
+}
+
+bool ordered_before(const OrderEvent& e, int tid) {
+  const Block& blk = *t_block;
+  return e.tid == tid || blk.clocks[size_t(tid) * blk.nthreads + e.tid] > e.clock;
+}
+
+void release_to(SyncClock& c) {
+  Block& blk = *t_block;
+  const size_t n = static_cast<size_t>(blk.nthreads);
+  if (c.size() != n) c.assign(n, 0);
+  const uint32_t* mine = &blk.clocks[size_t(t_current->tid) * n];
+  for (size_t i = 0; i < n; ++i) c[i] = std::max(c[i], mine[i]);
+}
+
+void acquire_from(const SyncClock& c) {
+  acquire_into(*t_block, t_current->tid, c);
+}
+
+// ---- Shared memory written
+// -----------------------------------------------------------------------
+
+void mark_written(size_t offset, size_t bytes) {
+  Block& blk = *t_block;
+  for (size_t c = offset / 16; c <= (offset + bytes - 1) / 16 && c < blk.written.size(); ++c)
+    blk.written[c] = 1;
+}
+
+bool ever_written(size_t offset, size_t bytes) {
+  const Block& blk = *t_block;
+  for (size_t c = offset / 16; c <= (offset + bytes - 1) / 16 && c < blk.written.size(); ++c)
+    if (!blk.written[c]) return false;
+  return true;
+}
+
+bool stores_tracked() {
+  return !t_block->stores.empty();
+}
+
+void async_via_mbarrier(const void* dst, const std::string* via) {
+  Block& blk = *t_block;
+  blk.pending[size_t(static_cast<const unsigned char*>(dst) - blk.smem) / 16].via = via;
 }
 
 BlockExtension* block_extension() {
@@ -939,6 +1089,16 @@ void mark_visible() {
 
 void mark_visible(int warp, uint32_t lanes) {
   Block& blk = *t_block;
+  if (!blk.clocks.empty()) {  // __syncwarp orders the lanes' memory operations: join their clocks
+    SyncClock joined(size_t(blk.nthreads), 0);
+    for (uint32_t l = lanes; l != 0; l &= l - 1)
+      if (const int tid = warp * 32 + std::countr_zero(l); tid < blk.nthreads)
+        for (int i = 0; i < blk.nthreads; ++i)
+          joined[i] = std::max(joined[i], blk.clocks[size_t(tid) * blk.nthreads + i]);
+    for (uint32_t l = lanes; l != 0; l &= l - 1)
+      if (const int tid = warp * 32 + std::countr_zero(l); tid < blk.nthreads)
+        acquire_into(blk, tid, joined);
+  }
   for (; lanes != 0; lanes &= lanes - 1) {
     const int tid = warp * 32 + std::countr_zero(lanes);
     if (tid < blk.nthreads) ++blk.threads[tid].ids.visible_epoch;
@@ -968,9 +1128,16 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
       if (const Block::Pending& q = blk.pending[c]; q.tid >= 0) {
         problem = "read of shared memory (offset " + std::to_string(a - s) +
                   ") while the cp.async that thread " + std::to_string(q.tid) +
-                  " issued into it at " + loc_of(q.file, q.line) + " has not landed";
+                  " issued into it at " + loc_of(q.file, q.line) + " has not landed" +
+                  landing_hint(q);
         return true;
       }
+    if (!blk.stores.empty() && !ever_written(a - s, bytes)) {
+      problem = "read of shared memory (offset " + std::to_string(a - s) +
+                ") that nothing has written since the block started (it holds the start-up "
+                "poison: a wrong buffer, stage or offset?)";
+      return true;
+    }
   }
   if (blk.stores.empty()) return true;
   const ThreadIds& me = *t_current;
@@ -978,6 +1145,7 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
   for (size_t w = w0; w <= w1; ++w) {
     if (write) {
       blk.stores[w] = uint64_t(me.tid + 1) << 32 | me.visible_epoch;
+      blk.written[w / 4] = 1;
       continue;
     }
     const uint64_t last = blk.stores[w];
@@ -998,13 +1166,14 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
 void async_issued(const void* dst, const simt::where_t& where) {
   Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
-  blk.pending[off / 16] = {where.file_name(), where.line(), t_current->tid};
+  blk.pending[off / 16] = {where.file_name(), where.line(), t_current->tid, nullptr};
 }
 
 void async_landed(const void* dst) {
   Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
   blk.pending[off / 16].tid = -1;
+  blk.written[off / 16] = 1;
   if (!blk.stores.empty())
     for (size_t w = off / 4; w < off / 4 + 4 && w < blk.stores.size(); ++w) blk.stores[w] = 0;
 }
@@ -1016,9 +1185,14 @@ namespace {
   fail(std::string(what) + " at " + loc(where) + " reads shared memory bytes " +
        std::to_string(off) + ".." + std::to_string(off + bytes - 1) +
        " while the cp.async that thread " + std::to_string(q.tid) + " issued into them at " +
-       loc_of(q.file, q.line) +
-       " has not landed (a copy lands at its issuer's cp.async.wait_group, and other "
-       "threads need a barrier after that)");
+       loc_of(q.file, q.line) + " has not landed" + landing_hint(q));
+}
+[[noreturn, gnu::noinline, gnu::cold]] void unwritten_read(size_t off, const char* what,
+                                                           const simt::where_t& where) {
+  fail(std::string(what) + " at " + loc(where) + " reads shared memory bytes " +
+       std::to_string(off) + ".." + std::to_string(off + 15) +
+       ", which nothing has written since the block started (they hold the start-up poison: a "
+       "wrong buffer, ring stage or offset?)");
 }
 }  // namespace
 
@@ -1066,6 +1240,9 @@ void check_shared_read16(const void* p, const char* what, const simt::where_t& w
   const size_t off = c - blk.smem;
   if (const Block::Pending& q = blk.pending[off / 16]; q.tid >= 0) [[unlikely]]
     pending_read(q, off, 16, what, where);
+  // Only where every store is seen (the instrumented build) is an unwritten chunk known.
+  if (!blk.stores.empty() && !blk.written[off / 16]) [[unlikely]]
+    unwritten_read(off, what, where);
 }
 
 void check_shared(const void* p, size_t bytes, size_t align, const char* what,

@@ -156,13 +156,60 @@ std::string short_location(const char* file, unsigned line);
 // arrived) without waiting.
 void barrier_arrive(int id, int count, const char* what, const simt::where_t& where);
 // State that lives as long as the running block (null until set). Its describe() is appended to
-// the block's deadlock report (e.g. each mbarrier's phase, pending arrivals and bytes).
+// the block's deadlock report (e.g. each mbarrier's phase, pending arrivals and bytes);
+// thread_exited() is asked, when a thread of the block exits, what it left unfinished ("" if
+// nothing), which then fails the block.
 struct BlockExtension {
   virtual ~BlockExtension() = default;
   virtual std::string describe() const = 0;
+  virtual std::string thread_exited(int /*tid*/) { return {}; }
 };
 BlockExtension* block_extension();
 void set_block_extension(BlockExtension* ext);  // the block takes ownership
+
+// ---- Happens-before between the threads of a block (vector clocks) ----------------------------
+// What the Hopper emulations check needs an order between threads that the GPU promises, not the
+// order in which the fibers happened to run: an mbarrier's initialisation before another thread
+// uses it, a generic store's proxy fence before a wgmma reads the bytes. Each thread carries a
+// vector clock; only synchronisation moves knowledge between threads: a block or named barrier
+// (every arrival releases, every bar.sync waiter acquires), __syncwarp (which the CUDA C++
+// Programming Guide says orders memory among its lanes) and, in sm90.cpp, an mbarrier (arrivals
+// and TMA completions release into the phase, a parity wait that succeeds acquires it). Shuffles
+// and votes, a wgmma's rendezvous and setmaxnreg do not.
+// Off until enable_ordering() (the first sm_90 emulation a block uses): a block that never uses
+// one pays nothing. Events before that point are never asked about, so starting late loses nothing.
+struct OrderEvent {
+  int tid = -1;
+  uint32_t clock = 0;
+};
+void enable_ordering();
+bool ordering_enabled();
+// An event of the calling thread now: it happens before everything this thread does from here on
+// and, through synchronisation, before what other threads do after it.
+OrderEvent order_event();
+// Whether event `e` happens before the present point of thread `tid`.
+bool ordered_before(const OrderEvent& e, int tid);
+// A synchronisation object's clock: release joins the calling thread's clock into it, acquire
+// joins it into the calling thread's.
+using SyncClock = std::vector<uint32_t>;
+void release_to(SyncClock& c);
+void acquire_from(const SyncClock& c);
+
+// ---- Which shared memory has ever been written -------------------------------------------------
+// Per 16-byte chunk since the block started: landed copies (cp.async, TMA), the stores an
+// instrumented kernel makes, and what sm90.cpp sees published by a proxy fence. A read of a chunk
+// nothing wrote reads the block's start-up poison.
+void mark_written(size_t offset, size_t bytes);
+bool ever_written(size_t offset, size_t bytes);
+// True when every shared-memory store of the running kernel is seen (the instrumented build):
+// only then does "never written" hold for what a plain load or ldmatrix reads.
+bool stores_tracked();
+// A cp.async copy into `dst` that now lands through an mbarrier (cp.async.mbarrier.arrive.noinc):
+// reports of a read before it landed name `via` (which must outlive the block) instead of the
+// issuer's cp.async.wait_group.
+void async_via_mbarrier(const void* dst, const std::string* via);
+// cp.async in ptx.cpp tells the Hopper emulations (when the block uses them) where it writes.
+void note_async_copy(const void* dst);
 
 }  // namespace detail
 }  // namespace simt

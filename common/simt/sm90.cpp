@@ -37,6 +37,7 @@ std::atomic<int> g_fault_line{0};  // 0: none (checked without the lock)
 std::mutex g_fault_mutex;
 std::string g_fault_file;
 testing::Fault g_fault = testing::Fault::skip;
+int g_fault_value = 0;
 
 bool faulted(const where_t& where, testing::Fault fault) {
   const int line = g_fault_line.load(std::memory_order_relaxed);
@@ -84,7 +85,18 @@ struct MBarrier {
   std::vector<Landing> inflight;
   int64_t inflight_bytes = 0;  // transaction bytes the in-flight TMA copies will complete
   uint32_t addr = 0;           // shared address, for reports
+  std::string name;            // "mbarrier full at shared 0x..", for reports (stable address)
   where_t last_arrival;        // the latest arrival's source line, for reports
+  // Ordering: the initialisation, which every other thread's use must happen after; the clocks
+  // released into the phase in progress, and those of the last completed phase of each parity.
+  detail::OrderEvent init_event;
+  int init_tid = 0;
+  detail::SyncClock acc, done[2];
+  // The shared memory this barrier guards (an "empty" barrier of a ring): per 16-byte chunk, 1
+  // where a thread that waited on it then issued a copy (TMA or cp.async) into the chunk. An
+  // arrival on it while the arriving thread's in-flight wgmma still reads a guarded chunk
+  // releases the chunk too early.
+  std::vector<uint8_t> guards;
   // Threads suspended in a parity wait: the phase each waits for, and where it waits.
   struct Waiter {
     uint64_t phase;
@@ -108,6 +120,10 @@ struct WgmmaPending {
   std::vector<float> result;
   std::shared_ptr<OperandSnapshot> read;
   where_t issued_at;
+  // A from registers: the thread's four registers, and what they held at issue. The PTX ISA makes
+  // writing them before the wait_group that retires the wgmma undefined, as for the accumulators.
+  const uint32_t* a_regs = nullptr;
+  uint32_t a_bits[4] = {};
 };
 
 // What a pending wgmma's accumulators hold until the wait_group that retires it: a quiet NaN
@@ -144,6 +160,11 @@ struct ThreadState {
   std::vector<WgmmaPending> open;
   std::deque<std::vector<WgmmaPending>> groups;
   std::string wait_text;
+  where_t last_wgmma_wait;  // for the report of a thread that exits with wgmmas in flight
+  bool waited_wgmma = false;
+  MBarrier* last_waited = nullptr;  // the mbarrier this thread last waited on (guards)
+  // This thread's proxy fences: (its clock at the fence, the block's fence number).
+  std::vector<std::pair<uint32_t, uint32_t>> fences;
 };
 
 struct Sm90Block final : detail::BlockExtension {
@@ -157,15 +178,38 @@ struct Sm90Block final : detail::BlockExtension {
   std::vector<ThreadState> threads;
   int64_t pool = 0, pool_free = 0;
   int entry_regs = 0;
+  // The async proxy's happens-before (fence_proxy_async_shared): per 2-byte element of shared
+  // memory, the number of the first proxy fence after the last generic store that changed it (0:
+  // nothing to order: never stored, or written by TMA). A wgmma may read it only if some proxy
+  // fence numbered that or later happens before every thread that issues the wgmma.
+  std::vector<uint32_t> first_fence;
+  uint32_t fences = 0;
+  std::vector<int> fencers;        // threads that have fenced
+  std::vector<uint32_t> fence_ok;  // per warpgroup: fences up to this number known ordered
+
+  std::string thread_exited(int tid) override {
+    const ThreadState& t = threads[size_t(tid)];
+    size_t pending = t.groups.size() + (t.open.empty() ? 0 : 1);
+    if (pending == 0) return {};
+    const WgmmaPending& newest = t.open.empty() ? t.groups.back().back() : t.open.back();
+    std::string why = "exits with " + std::to_string(pending) +
+                      " wgmma group(s) not retired by a wgmma.wait_group (the newest issued at " +
+                      loc(newest.issued_at) + ")";
+    if (t.waited_wgmma)
+      why += "; the last wgmma.wait_group, at " + loc(t.last_wgmma_wait) +
+             ", left them in flight, so whatever read their accumulators after it read undefined "
+             "values";
+    return why;
+  }
 
   std::string describe() const override {
     std::ostringstream os;
-    for (const auto& [addr, b] : barriers) {
+    for (const auto& entry : barriers) {
+      const MBarrier& b = entry.second;
       if (b.count == 0) continue;  // labelled, never initialised
-      os << "\n  mbarrier " << (b.label.empty() ? "" : b.label + " ") << "at shared " << hex(addr)
-         << " (initialised at " << loc(b.init_at) << ", count " << b.count << "): phase " << b.phase
-         << " (parity " << (b.phase & 1) << ") waits for " << b.pending << " arrival(s) and "
-         << (b.tx - b.inflight_bytes) << " transaction byte(s)";
+      os << "\n  " << b.name << " (initialised at " << loc(b.init_at) << ", count " << b.count
+         << "): phase " << b.phase << " (parity " << (b.phase & 1) << ") waits for " << b.pending
+         << " arrival(s) and " << (b.tx - b.inflight_bytes) << " transaction byte(s)";
       if (b.inflight_bytes) os << "; " << b.inflight_bytes << " byte(s) of TMA in flight";
     }
     for (size_t w = 0; w < warpgroups.size(); ++w) {
@@ -195,6 +239,9 @@ Sm90Block& ext() {
   made->entry_regs = entry > 0 ? entry : std::min(255, 65536 / n / 8 * 8);
   made->pool = int64_t(made->entry_regs) * n;
   made->pool_free = 0;
+  made->first_fence.assign(detail::dynamic_shared_memory_bytes() / 2 + 1, 0);
+  made->fence_ok.assign(made->warpgroups.size(), 0);
+  detail::enable_ordering();
   e = made.get();
   detail::set_block_extension(made.release());
   return *e;
@@ -204,17 +251,32 @@ unsigned char* smem_at(uint32_t addr) {
   return detail::dynamic_shared_memory() + addr;
 }
 
+[[noreturn, gnu::cold]] void unordered_use(const MBarrier& b, const char* what,
+                                           const where_t& where) {
+  fail_at(what, where,
+          b.name + " (initialised by thread " + std::to_string(b.init_tid) + " at " +
+              loc(b.init_at) + ") is used by thread " + std::to_string(detail::current().tid) +
+              ", which nothing orders after that initialisation: it need not see the barrier "
+              "initialised (a __syncthreads(), or a fence and a barrier, after mbarrier.init)");
+}
+
 MBarrier& barrier_at(uint64_t* bar, const char* what, const where_t& where) {
   const uint32_t a = shared_address(bar, where);
   auto it = ext().barriers.find(a);
   if (it == ext().barriers.end() || it->second.count == 0)
     fail_at(what, where, "mbarrier at shared " + hex(a) + " used before mbarrier.init");
+  if (!detail::ordered_before(it->second.init_event, detail::current().tid)) [[unlikely]]
+    unordered_use(it->second, what, where);
   return it->second;
 }
 
-std::string name_of(const MBarrier& b, uint64_t* bar) {
-  return "mbarrier " + (b.label.empty() ? std::string() : b.label + " ") + "at shared " +
-         hex(reinterpret_cast<unsigned char*>(bar) - detail::dynamic_shared_memory());
+std::string name_of(const MBarrier& b, uint64_t*) {
+  return b.name;
+}
+
+void set_name(MBarrier& b) {
+  b.name =
+      "mbarrier " + (b.label.empty() ? std::string() : b.label + " ") + "at shared " + hex(b.addr);
 }
 
 void land(const Landing& l) {
@@ -245,6 +307,8 @@ void complete_phase(MBarrier& b) {
   b.inflight.clear();
   b.inflight_bytes = 0;
   b.tx = 0;
+  std::swap(b.done[b.phase & 1], b.acc);
+  std::fill(b.acc.begin(), b.acc.end(), 0u);
   ++b.phase;
   b.pending = b.count;
   for (const auto& [tid, w] : b.waiters)
@@ -276,6 +340,41 @@ MBarrier& settled(MBarrier& b) {
   return b;
 }
 
+// An arrival on a barrier that guards shared memory (an "empty" barrier) tells the thread that
+// refills it that this thread is done reading. A wgmma of this thread still in flight that reads a
+// guarded chunk is not done: on hardware it may read the chunk until the wait_group retiring it.
+void check_release(const MBarrier& b, const char* what, const where_t& where) {
+  const ThreadState& t = ext().threads[detail::current().tid];
+  auto reads_guarded = [&](const WgmmaPending& p) -> int64_t {
+    if (!p.read) return -1;
+    for (uint32_t a : p.read->addr)
+      if (a / 16 < b.guards.size() && b.guards[a / 16]) return a;
+    return -1;
+  };
+  auto report = [&](const WgmmaPending& p, int64_t a) {
+    fail_at(what, where,
+            b.name + " guards shared memory that the wgmma issued at " + loc(p.issued_at) +
+                " still reads (shared " + hex(uint64_t(a)) +
+                "), and no wgmma.wait_group has retired it: the arrival releases the buffer "
+                "before its last reader is done (wait first, then arrive)");
+  };
+  for (const WgmmaPending& p : t.open)
+    if (const int64_t a = reads_guarded(p); a >= 0) report(p, a);
+  for (const auto& g : t.groups)
+    for (const WgmmaPending& p : g)
+      if (const int64_t a = reads_guarded(p); a >= 0) report(p, a);
+}
+
+// A thread that waited on `b` and now issues a copy into [addr, addr + bytes) is refilling what
+// b's arrivals released: b guards it.
+void guard(ThreadState& t, uint32_t addr, uint32_t bytes) {
+  MBarrier* b = t.last_waited;
+  if (!b) return;
+  const size_t chunks = detail::dynamic_shared_memory_bytes() / 16 + 1;
+  if (b->guards.size() != chunks) b->guards.assign(chunks, 0);
+  for (uint32_t c = addr / 16; c <= (addr + bytes - 1) / 16 && c < chunks; ++c) b->guards[c] = 1;
+}
+
 constexpr int64_t kTxLimit = (1 << 20) - 1;  // the PTX ISA's tx-count range
 
 uint64_t arrive(uint64_t* bar, uint32_t tx, const char* what, const where_t& where) {
@@ -289,7 +388,9 @@ uint64_t arrive(uint64_t* bar, uint32_t tx, const char* what, const where_t& whe
   if (b.tx > kTxLimit)
     fail_at(what, where,
             name_of(b, bar) + ": tx-count " + std::to_string(b.tx) + " exceeds 2^20-1");
+  if (!b.guards.empty()) check_release(b, what, where);
   b.last_arrival = where;
+  detail::release_to(b.acc);
   const uint64_t state = b.phase;
   --b.pending;
   advance(b, bar, what, where);
@@ -321,10 +422,15 @@ void mbarrier_init(uint64_t* bar, uint32_t count, const where_t& where) {
   b.count = b.pending = count;
   b.init_at = where;
   b.addr = shared_address(bar, where);
+  b.init_event = detail::order_event();
+  b.init_tid = detail::current().tid;
+  set_name(b);
 }
 
 void mbarrier_label(uint64_t* bar, const char* label) {
-  ext().barriers[shared_address(bar, where_t::current())].label = label;
+  MBarrier& b = ext().barriers[shared_address(bar, where_t::current())];
+  b.label = label;
+  if (b.count != 0) set_name(b);
 }
 
 uint64_t mbarrier_arrive(uint64_t* bar, const where_t& where) {
@@ -370,6 +476,8 @@ bool mbarrier_try_wait_parity(uint64_t* bar, uint32_t parity, const where_t& whe
   if ((b.phase & 1) == parity) b.waiters[tid] = {b.phase, where};
   detail::wait_until(parity_done, &w, t.wait_text.c_str(), where);
   b.waiters.erase(tid);
+  detail::acquire_from(b.done[parity]);  // what the phase's arrivals and copies released
+  t.last_waited = &b;
   return true;
 }
 
@@ -381,6 +489,7 @@ void cp_async_mbarrier_arrive_noinc(uint64_t* bar, const where_t& where) {
   Landing l{{}, {}, false};
   auto take = [&](const std::vector<detail::PendingCopy>& copies) {
     for (const detail::PendingCopy& c : copies) {
+      detail::async_via_mbarrier(c.dst, &b.name);
       l.chunk_addr.push_back(shared_address(c.dst, where));
       const size_t at = l.bytes.size();
       l.bytes.resize(at + 16, 0);  // bytes past the source size are the zero fill
@@ -396,6 +505,7 @@ void cp_async_mbarrier_arrive_noinc(uint64_t* bar, const where_t& where) {
             name_of(b, bar) + ": more arrivals than expected in phase " + std::to_string(b.phase));
   b.inflight.push_back(std::move(l));
   b.last_arrival = where;
+  detail::release_to(b.acc);
   --b.pending;
   advance(b, bar, what, where);
 }
@@ -411,7 +521,6 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
             std::to_string(rank) + "d copy with a rank-" + std::to_string(map->rank) + " map");
   if (reinterpret_cast<uintptr_t>(dst) % 128 != 0 || shared_address(dst, where) % 128 != 0)
     fail_at(what, where, "shared destination not 128-byte aligned");
-  MBarrier& b = settled(barrier_at(bar, what, where));
   const uint32_t es = map->element_bytes;
   uint64_t n[5] = {1, 1, 1, 1, 1};
   for (int i = 0; i < rank; ++i) {
@@ -419,6 +528,20 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
     n[i] = (map->box[i] + stride - 1) / stride;
   }
   const uint64_t bytes = n[0] * n[1] * n[2] * n[3] * n[4] * es;
+  // A phase whose arrivals are all in expects exactly the bytes its expect_tx announced. A box
+  // that would bring the copies in flight past them over-delivers: the surplus completes the
+  // phase early and is credited to the next one, which then completes before its own data lands.
+  // (Reported here, before this emulation lets the phase complete lazily.)
+  if (MBarrier& pre = barrier_at(bar, what, where);
+      pre.pending == 0 && !pre.inflight.empty() && pre.inflight_bytes + int64_t(bytes) > pre.tx)
+      [[unlikely]]
+    fail_at(what, where,
+            pre.name + ": this box's " + std::to_string(bytes) +
+                " bytes bring the phase's copies in flight to " +
+                std::to_string(pre.inflight_bytes + int64_t(bytes)) + " bytes, more than the " +
+                std::to_string(pre.tx) +
+                " its expect_tx announced (expect_tx counts bytes, not elements)");
+  MBarrier& b = settled(barrier_at(bar, what, where));
   const uint32_t span =
       map->swizzle == TmaSwizzle::none ? 0 : 16u << static_cast<int>(map->swizzle);
   if (span && n[0] * es != span)
@@ -456,20 +579,66 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
     std::memset(&e.async_view[a], 0xFF, 16);
     e.tma_chunk[a / 16] = static_cast<int32_t>(e.tma_sites.size() - 1);
   }
+  for (uint32_t a : l.chunk_addr) guard(e.threads[detail::current().tid], a, 16);
+  detail::release_to(b.acc);  // the copy's completion carries what its issuer knew
   b.inflight.push_back(std::move(l));
   b.inflight_bytes += static_cast<int64_t>(bytes);
   advance(b, bar, what, where);
 }
 
+namespace detail {
+void note_async_copy(const void* dst) {
+  if (!block_extension()) return;  // a kernel that uses no mbarrier guards nothing
+  guard(ext().threads[current().tid], shared_address(dst, where_t::current()), 16);
+}
+}  // namespace detail
+
 // ---- Proxy fence --------------------------------------------------------------------------------
 
 void fence_proxy_async_shared(const where_t& where) {
   if (faulted(where, testing::Fault::skip)) return;
-  // All generic writes so far become visible to the async proxy. (On hardware the fence orders the
-  // executing thread's writes; a barrier then orders the other threads' fences before the read.)
+  // On hardware the fence makes the executing thread's generic writes visible to the async proxy,
+  // and a barrier then orders each writer's fence before the read. Here the stores themselves are
+  // not seen (only an instrumented kernel's are), so every byte that changed since the last fence
+  // becomes visible, numbered with this fence: a wgmma may read it only if a fence numbered that
+  // or later happens before it (element() below). That a thread fenced another's store is not
+  // caught: the order between fence and read is.
   Sm90Block& e = ext();
-  std::memcpy(e.async_view.data(), detail::dynamic_shared_memory(), e.async_view.size());
+  const detail::OrderEvent ev = detail::order_event();
+  const uint32_t seq = ++e.fences;
+  ThreadState& t = e.threads[detail::current().tid];
+  if (t.fences.empty()) e.fencers.push_back(detail::current().tid);
+  t.fences.emplace_back(ev.clock, seq);
+  const unsigned char* smem = detail::dynamic_shared_memory();
+  unsigned char* view = e.async_view.data();
+  const size_t n = e.async_view.size();
+  for (size_t c = 0; c < n; c += 16) {
+    const size_t len = std::min<size_t>(16, n - c);
+    if (std::memcmp(view + c, smem + c, len) == 0) continue;
+    for (size_t a = c; a < c + len; ++a)
+      if (view[a] != smem[a]) view[a] = smem[a], e.first_fence[a / 2] = seq;
+    detail::mark_written(c, len);
+  }
 }
+
+namespace {
+// The highest-numbered proxy fence that happens before every thread of warpgroup `wg` (0: none).
+uint32_t fences_ordered_before(Sm90Block& e, int wg) {
+  uint32_t lowest = ~0u;
+  for (int r = 128 * wg; r < 128 * (wg + 1); ++r) {
+    uint32_t best = 0;
+    for (int f : e.fencers)
+      for (auto it = e.threads[size_t(f)].fences.rbegin(); it != e.threads[size_t(f)].fences.rend();
+           ++it)
+        if (detail::ordered_before({f, it->first}, r)) {
+          best = std::max(best, it->second);
+          break;
+        }
+    lowest = std::min(lowest, best);
+  }
+  return lowest;
+}
+}  // namespace
 
 // ---- Warpgroup rendezvous -----------------------------------------------------------------------
 
@@ -517,8 +686,8 @@ void rendezvous(WarpgroupSlot& g, const char* kind, const where_t& where, F&& co
 }
 
 float element(uint32_t addr, WgmmaType t, const char* which, const where_t& where,
-              OperandSnapshot& read) {
-  const Sm90Block& e = ext();
+              OperandSnapshot& read, int wg) {
+  Sm90Block& e = ext();
   if (addr + 2 > e.async_view.size())
     fail_at(kWgmma, where,
             std::string("matrix ") + which + " reads shared address " + hex(addr) +
@@ -535,6 +704,22 @@ float element(uint32_t addr, WgmmaType t, const char* which, const where_t& wher
             std::string("matrix ") + which + " at shared " + hex(addr) +
                 " was written by generic-proxy stores after the last "
                 "fence.proxy.async.shared::cta (fence, then a barrier, before wgmma reads it)");
+  if (!detail::ever_written(addr, 2)) [[unlikely]]
+    fail_at(kWgmma, where,
+            std::string("matrix ") + which + " at shared " + hex(addr) +
+                " reads shared memory that nothing has written since the block started (no TMA "
+                "landed there and no store was fenced: a wrong ring stage, descriptor or offset?)");
+  if (const uint32_t need = e.first_fence[addr / 2]; need > e.fence_ok[size_t(wg)]) [[unlikely]] {
+    e.fence_ok[size_t(wg)] = fences_ordered_before(e, wg);
+    if (need > e.fence_ok[size_t(wg)])
+      fail_at(kWgmma, where,
+              std::string("matrix ") + which + " at shared " + hex(addr) +
+                  " holds generic-proxy stores whose fence.proxy.async.shared::cta does not "
+                  "happen before this wgmma in every thread of warpgroup " +
+                  std::to_string(wg) +
+                  ": the fence must be followed by a barrier (or an mbarrier's arrive and wait) "
+                  "that orders it before the wgmma");
+  }
   uint16_t bits;
   std::memcpy(&bits, p, 2);
   read.addr.push_back(addr);
@@ -626,7 +811,7 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
             "no wgmma.fence before this wgmma.mma_async (needed before the first one and after "
             "the registers were accessed)");
   WarpgroupSlot& g = warpgroup(kWgmma, where);
-  const int me = tid % 128;
+  const int me = tid % 128, wg = tid / 128;
   if (g.arrived == 0) {
     g.type = type, g.n = n, g.desc_a = desc_a, g.desc_b = desc_b, g.a_regs = a_regs != nullptr;
     g.scale_d = scale_d, g.trans_a = trans_a, g.trans_b = trans_b;
@@ -650,7 +835,7 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
       for (int k = 0; k < 16; ++k)
         if (!g.a_regs)
           A[m][k] = element(wgmma_element_address(g.desc_a, g.trans_a, m, k), g.type, "A", where,
-                            *g.read);
+                            *g.read, wg);
     if (g.a_regs)
       for (int t = 0; t < 128; ++t) {
         const int w = t / 32, l = t % 32, gg = l / 4, tt = l % 4;
@@ -660,8 +845,8 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
       }
     for (int nn = 0; nn < g.n; ++nn)
       for (int k = 0; k < 16; ++k)
-        B[nn][k] =
-            element(wgmma_element_address(g.desc_b, g.trans_b, nn, k), g.type, "B", where, *g.read);
+        B[nn][k] = element(wgmma_element_address(g.desc_b, g.trans_b, nn, k), g.type, "B", where,
+                           *g.read, wg);
     for (int t = 0; t < 128; ++t) {
       const int w = t / 32, l = t % 32, gg = l / 4, tt = l % 4;
       for (int i = 0; i < g.n / 2; ++i) {
@@ -675,6 +860,7 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
   });
   WgmmaPending p;
   p.d = d, p.count = n / 2, p.read = g.read, p.issued_at = where;
+  if (a_regs) p.a_regs = a_regs, std::memcpy(p.a_bits, a_regs, sizeof p.a_bits);
   p.result.assign(g.out[me], g.out[me] + n / 2);
   ts.open.push_back(std::move(p));
   for (int i = 0; i < n / 2; ++i)  // undefined until the wait: poison
@@ -698,6 +884,8 @@ void wgmma_wait_group(int n, const where_t& where) {
   if (n < 0 || n > 7) fail_at("wgmma.wait_group", where, "N must be in 0..7");
   if (faulted(where, testing::Fault::skip)) return;
   ThreadState& ts = ext().threads[detail::current().tid];
+  ts.last_wgmma_wait = where;
+  ts.waited_wgmma = true;
   if (static_cast<int>(ts.groups.size()) > n) {
     // The wait takes time: the other threads run first, as they could on the GPU while the wgmma
     // still reads its operands (a slot released too early is then refilled before the check).
@@ -705,10 +893,17 @@ void wgmma_wait_group(int n, const where_t& where) {
     detail::wait_until(third_look, &looks, "wgmma.wait_group", where);
   }
   while (static_cast<int>(ts.groups.size()) > n) {
-    // The accumulators of the group's wgmmas must still hold the poison: written in between,
-    // they were used before their wait. (The A fragment registers are not checked: a C++ variable
-    // of the next iteration may reuse their storage, where ptxas gives it other registers.)
+    // The accumulators of the group's wgmmas must still hold the poison, and A's registers what
+    // they held at issue: written in between, they were used before their wait. (A kernel must
+    // keep A's registers in a variable that lives until the wait, as the registers do on the
+    // GPU: a C++ variable whose storage a later one reuses would be reported here.)
     for (const WgmmaPending& p : ts.groups.front()) {
+      if (p.a_regs && std::memcmp(p.a_regs, p.a_bits, sizeof p.a_bits) != 0)
+        fail_at("wgmma.wait_group", where,
+                "the A fragment registers of the wgmma issued at " + loc(p.issued_at) +
+                    " were written before this wait retired it (the PTX ISA leaves a wgmma's "
+                    "register operands undefined to write until then: a missing or too late "
+                    "wgmma.wait_group)");
       for (int i = 0; i < p.count; ++i) {
         uint32_t bits;
         std::memcpy(&bits, &p.d[i], sizeof bits);
@@ -773,11 +968,13 @@ void check_named(int id, int count, const char* what, const where_t& where) {
 }  // namespace
 
 void named_barrier_sync(int id, int count, const where_t& where) {
+  if (faulted(where, testing::Fault::barrier_id)) id = g_fault_value;
   check_named(id, count, "bar.sync", where);
   detail::barrier_sync(id, count, "bar.sync", where);
 }
 
 void named_barrier_arrive(int id, int count, const where_t& where) {
+  if (faulted(where, testing::Fault::barrier_id)) id = g_fault_value;
   check_named(id, count, "bar.arrive", where);
   detail::barrier_arrive(id, count, "bar.arrive", where);
 }
@@ -843,10 +1040,11 @@ void set_entry_registers(int regs) {
 }
 
 namespace testing {
-void fault_at(const char* file_suffix, int line, Fault fault) {
+void fault_at(const char* file_suffix, int line, Fault fault, int value) {
   std::lock_guard lock(g_fault_mutex);
   g_fault_file = file_suffix ? file_suffix : "";
   g_fault = fault;
+  g_fault_value = value;
   g_fault_line = line;
 }
 }  // namespace testing

@@ -5,13 +5,25 @@
 // Strictness beyond hardware (each violation is a KernelError naming the kernel line):
 // - a TMA tile load poisons its destination when issued and lands only when its mbarrier's phase
 //   completes, so reading it before the wait (or after waiting on the wrong parity) reads NaN;
-// - wgmma accumulators hold NaN from issue until the wait_group that retires them, and the shared
-//   bytes a wgmma read must be unchanged when its warpgroup retires it (a slot released early);
+// - wgmma accumulators hold NaN from issue until the wait_group that retires them, A's registers
+//   must hold what they held at issue until then, and the shared bytes a wgmma read must be
+//   unchanged when its warpgroup retires it (a slot released early); a thread that exits with
+//   wgmmas in flight is reported;
 // - shared memory that wgmma reads must match what the async proxy saw at the last
-//   fence.proxy.async (or what TMA wrote): a generic store not followed by the fence is reported;
+//   fence.proxy.async (or what TMA wrote): a generic store not followed by the fence is reported,
+//   and so is one whose fence does not happen before the wgmma (no barrier between them), or
+//   memory nothing ever wrote;
+// - an mbarrier used by a thread that nothing orders after its initialisation is reported (the
+//   order is happens-before through barriers and mbarriers, runtime.h; a wgmma's rendezvous and
+//   setmaxnreg are no synchronisation);
 // - an mbarrier phase that receives more arrivals, or more transaction bytes, than it expects is
-//   reported; a wait that can never complete is a deadlock report listing every mbarrier;
+//   reported (over-delivered TMA bytes at the TMA that over-delivers); a wait that can never
+//   complete is a deadlock report listing every mbarrier;
+// - an arrival on an mbarrier that guards a buffer (a thread waited on it, then copied into the
+//   buffer: a ring's "empty") while the arriving thread's wgmma still reads the buffer;
 // - setmaxnreg that over-subscribes the block's register pool is a deadlock report.
+// The block and named barriers' own rules (runtime.cpp): one group of warps per barrier id, one
+// arrival per thread and generation.
 #pragma once
 
 #include <cstdint>
@@ -104,10 +116,11 @@ void set_entry_registers(int regs);
 // Fault injection for tests, the kernel source untouched: the instruction at one source line
 // behaves as if it had been written wrong. skip: an mbarrier arrive that never arrives, a parity
 // wait that returns at once, a wgmma.wait_group or fence.proxy.async that does nothing;
-// flip_parity: a parity wait on the other parity. Line 0 removes the fault.
+// flip_parity: a parity wait on the other parity; barrier_id: a bar.sync or bar.arrive on barrier
+// `value` instead of the id it names. Line 0 removes the fault.
 namespace testing {
-enum class Fault { skip, flip_parity };
-void fault_at(const char* file_suffix, int line, Fault fault);
+enum class Fault { skip, flip_parity, barrier_id };
+void fault_at(const char* file_suffix, int line, Fault fault, int value = 0);
 }  // namespace testing
 
 }  // namespace simt
