@@ -94,15 +94,35 @@ endfunction()
 # kernel's source line (hence -g: common/simt/checks.cpp reads it with addr2line).
 set(ATTN_INSTRUMENT_FLAGS -g -fsanitize=thread,alignment -fno-sanitize-recover=alignment)
 
-# attn_instrumented_kernel(<target> <kernel-file>)
+# attn_instrumented_kernel(<target> <kernel-file> [ONE_SHAPE])
 # An object library: the CPU copy of <kernel-file> (namespace <step>::cpu), instrumented.
+# ONE_SHAPE: bf16 at head dim 64 only, as attn_planted_kernel below (for a copy with a planted bug).
 function(attn_instrumented_kernel target kernel)
+  cmake_parse_arguments(ARG "ONE_SHAPE" "" "" ${ARGN})
   set(wrapper ${CMAKE_CURRENT_BINARY_DIR}/${target}.cpp)
   file(CONFIGURE OUTPUT ${wrapper} CONTENT
        "// Generated: ${kernel} compiled for the CPU SIMT backend with every access checked.\n#include \"${kernel}\"\n")
   add_library(${target} OBJECT ${wrapper})
   target_link_libraries(${target} PRIVATE attn_kernel_deps attn_simt)
   target_compile_options(${target} PRIVATE -fno-strict-aliasing ${ATTN_INSTRUMENT_FLAGS})
+  if(ARG_ONE_SHAPE)
+    target_compile_definitions(${target} PRIVATE ATTN_ONLY_HEAD_DIM=64 ATTN_ONLY_BF16=1)
+  endif()
+  attn_warnings(${target})
+endfunction()
+
+# attn_planted_kernel(<target> <kernel-file>)
+# An object library: the CPU copy of <kernel-file>, for bf16 at head dim 64 only
+# (ATTN_ONLY_BF16, ATTN_ONLY_HEAD_DIM: common/kernel.h, common/tiles.h). For a copy with a planted
+# bug that one shape family exposes: an eighth of the step's instantiations, so it builds quickly.
+function(attn_planted_kernel target kernel)
+  set(wrapper ${CMAKE_CURRENT_BINARY_DIR}/${target}.cpp)
+  file(CONFIGURE OUTPUT ${wrapper} CONTENT
+       "// Generated: ${kernel} compiled for the CPU SIMT backend, bf16 at head dim 64 only.\n#include \"${kernel}\"\n")
+  add_library(${target} OBJECT ${wrapper})
+  target_link_libraries(${target} PRIVATE attn_kernel_deps attn_simt)
+  target_compile_definitions(${target} PRIVATE ATTN_ONLY_HEAD_DIM=64 ATTN_ONLY_BF16=1)
+  target_compile_options(${target} PRIVATE -fno-strict-aliasing)
   attn_warnings(${target})
 endfunction()
 
@@ -110,7 +130,8 @@ endfunction()
 # Writes a copy of <source> with each <from> replaced by <to>: a kernel with a planted bug for the
 # tests, made from the step's current source so that it never drifts from it. Every <from> must
 # occur (a changed source fails the configure step instead of silently planting nothing). The
-# copy keeps the source's line numbers as long as no replacement adds a line.
+# copy keeps the source's line numbers as long as no replacement adds a line. A ';' (CMake's list
+# separator) is written <semicolon> in <from> and <to>.
 function(attn_planted_copy out src)
   cmake_parse_arguments(ARG "" "" "REPLACE" ${ARGN})
   file(READ ${src} text)
@@ -120,6 +141,8 @@ function(attn_planted_copy out src)
     math(EXPR j "${i} + 1")
     list(GET ARG_REPLACE ${i} from)
     list(GET ARG_REPLACE ${j} to)
+    string(REPLACE "<semicolon>" ";" from "${from}")
+    string(REPLACE "<semicolon>" ";" to "${to}")
     string(FIND "${text}" "${from}" at)
     if(at EQUAL -1)
       message(FATAL_ERROR "attn_planted_copy: '${from}' not found in ${src}")

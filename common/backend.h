@@ -67,6 +67,12 @@ class RunContext {
   std::string config;
   // The kernel variant to run (StepInfo::variants); empty for a step with one kernel.
   std::string variant;
+  // The tile the step's kernel ran with, set by its run function: query rows per block (Br) and
+  // keys per tile (Bc); 0 where the step has no tiles. The tests derive tile-boundary shapes
+  // from it.
+  struct Tile {
+    int rows = 0, keys = 0;
+  } tile;
 
  private:
   void* scratch_bytes_for(const std::string& label, size_t bytes);

@@ -47,9 +47,16 @@ __device__ __forceinline__ float row_sum(float x) {
 }
 
 // Calls f.template operator()<D>() with the head dim as a compile-time constant, for the head dims
-// the CUDA-core and tensor-core steps support. Only these four are instantiated.
+// the CUDA-core and tensor-core steps support. Only these four are instantiated (and only
+// ATTN_ONLY_HEAD_DIM in the tests' copies of kernels with a planted bug, which need one).
 template <typename F>
 void dispatch_head_dim(int dim, F&& f) {
+#if defined(ATTN_ONLY_HEAD_DIM)
+  if (dim != ATTN_ONLY_HEAD_DIM)
+    throw std::invalid_argument("this test copy of the kernel is built for head dim " +
+                                std::to_string(ATTN_ONLY_HEAD_DIM) + " only");
+  f.template operator()<ATTN_ONLY_HEAD_DIM>();
+#else
   switch (dim) {
     case 64: f.template operator()<64>(); break;
     case 80: f.template operator()<80>(); break;
@@ -58,6 +65,7 @@ void dispatch_head_dim(int dim, F&& f) {
     default:  // the harness rejects other head dims before a step runs
       throw std::invalid_argument("head dim " + std::to_string(dim) + " is not instantiated");
   }
+#endif
 }
 
 }  // namespace attn

@@ -143,6 +143,7 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   float* S = ctx.scratch<float>("S/P", rows * p.seqlen_k);
   const unsigned bh = p.batch * p.heads;
   const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br, k_tiles = (p.seqlen_k + Bc - 1) / Bc;
+  ctx.tile = {Br, Bc};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       const size_t s_smem = (Br + Bc) * (D + kPad) * sizeof(T);

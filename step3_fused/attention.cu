@@ -108,9 +108,10 @@ __global__ void attention_kernel(const AttentionParams p) {
   if (t == 0) p.lse[q_row0 + r] = online_softmax::lse(state);
 }
 
-void run(const AttentionParams& p, attn::RunContext&) {
+void run(const AttentionParams& p, attn::RunContext& ctx) {
   const unsigned bh = p.batch * p.heads;
   const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
+  ctx.tile = {Br, Bc};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       const size_t smem = (Br + 2 * Bc) * (D + kPad) * sizeof(T) + Br * (Bc + 1) * sizeof(float);

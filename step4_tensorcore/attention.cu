@@ -345,10 +345,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attention_kernel(const Atten
 }
 
 template <typename Cfg>
-void run_config(const AttentionParams& p) {
+void run_config(const AttentionParams& p, attn::RunContext& ctx) {
   constexpr int Br = Cfg::Br, Bc = Cfg::Bc, kThreads = Cfg::kThreads, kStages = Cfg::kStages;
   const unsigned bh = p.batch * p.heads;
   const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
+  ctx.tile = {Br, Bc};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     auto one = [&]<int D>() {
       const size_t smem = (Tile<D>::elements(Br) + 2 * kStages * Tile<D>::elements(Bc)) * sizeof(T);
@@ -379,7 +380,7 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   for_each_config([&]<typename Cfg>() {
     if (!found && (ctx.config == Cfg::name || (ctx.config.empty() && Cfg::kAllHeadDims))) {
       found = true;
-      run_config<Cfg>(p);
+      run_config<Cfg>(p, ctx);
     }
   });
   if (!found) throw std::invalid_argument("unknown tile configuration " + ctx.config);

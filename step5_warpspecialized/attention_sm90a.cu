@@ -369,8 +369,8 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     attn::wgmma_fence();
     issue_pv(slot);
     turn_end();
-    attn::wgmma_wait<0>();
-    attn::mbarrier_arrive(&empty[slot]);
+    attn::wgmma_wait<0>();                // the last P V has retired ...
+    attn::mbarrier_arrive(&empty[slot]);  // ... before its slot is released
   }
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators.
@@ -414,7 +414,7 @@ attn::TensorMap tensor_map(const void* base, int outer, int rows, int D, int box
 #endif
 }
 
-void run_sm90a(const AttentionParams& p, attn::RunContext&) {
+void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
   using namespace sm90a;
   const unsigned bh = p.batch * p.heads;
   const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
@@ -422,6 +422,7 @@ void run_sm90a(const AttentionParams& p, attn::RunContext&) {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       auto run = [&]<bool kDropout>() {
         constexpr int Bc = kKeysPerTile<D, kDropout>;
+        ctx.tile = {Br, Bc};
         const attn::TensorMap mq = tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br);
         const attn::TensorMap mk = tensor_map<T>(p.k, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
         const attn::TensorMap mv = tensor_map<T>(p.v, p.batch * p.heads_kv, p.seqlen_k, D, Bc);

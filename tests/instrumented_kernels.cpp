@@ -1,6 +1,7 @@
 // Small kernels for tests/test_instrumented.cpp, compiled with the instrumentation of the
 // instrumented test build (every load and store checked by common/simt/checks.cpp).
 #include "common/kernel.h"
+#include "common/ptx.h"
 
 namespace instrumented {
 
@@ -11,6 +12,21 @@ __global__ void shared_access(float* out, int read) {
   s[threadIdx.x] = static_cast<float>(threadIdx.x);
   __syncthreads();
   if (threadIdx.x == 0) out[0] = s[read];
+}
+
+// 32 threads store words 0..63 of 128 words of shared memory, then read word 63 (which 0), word 64
+// (which 1: never written), or take an ldmatrix of rows 32..39 (which 2: never written either).
+__global__ void unwritten_read(float* out, int which) {
+  float* s = attn::shared_memory<float>();
+  s[threadIdx.x] = s[threadIdx.x + 32] = static_cast<float>(threadIdx.x + 32);
+  __syncthreads();
+  if (which == 2) {
+    uint32_t r[1];
+    attn::ldmatrix<1>(r, s + 64 + 4 * (threadIdx.x % 8));
+    out[threadIdx.x] = static_cast<float>(r[0]);
+    return;
+  }
+  if (threadIdx.x == 0) out[0] = s[which == 1 ? 64 : 63];
 }
 
 // Reads in[i] for i in [first, first + blockDim.x): before the buffer when first < 0.
@@ -24,6 +40,9 @@ __global__ void count(int* counter, unsigned* bits) {
   atomicMax(reinterpret_cast<int*>(bits), static_cast<int>(threadIdx.x));
 }
 
+void run_unwritten_read(float* out, int which) {
+  attn::launch(unwritten_read, {dim3(1), dim3(32), 128 * sizeof(float)}, out, which);
+}
 void run_shared_access(float* out, int words, int read) {
   attn::launch(shared_access, {dim3(1), dim3(words), words * sizeof(float)}, out, read);
 }

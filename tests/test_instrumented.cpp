@@ -27,6 +27,17 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step4::cpu {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step5::cpu {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}  // namespace step5::cpu
+namespace step5_row_guard::cpu {  // the output row guard off by one, in both kernels (bf16, D 64)
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}  // namespace step5_row_guard::cpu
+namespace step5_wrong_stage::cpu {  // the sm_80 consumer reading the next ring slot (bf16, D 64)
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step2_planted::cpu {  // the float4 path for P whenever Sk is even
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -88,6 +99,62 @@ TEST_CASE("instrumented step4 passes the matrix with no access reported", "[inst
              "greedy");
 }
 
+// step5's two kernels, the ring's producer and consumers and the Hopper emulations included.
+void run_step5(const std::string& variant, const std::string& schedule) {
+  const attn::StepInfo step{.name = "step5_warpspecialized",
+                            .cpu = variant == "sm90a" ? &step5::cpu::run_sm90a : &step5::cpu::run,
+                            .head_dims = kHeadDims};
+  run_matrix(step, schedule);
+}
+TEST_CASE("instrumented step5 sm80 passes the matrix with no access reported", "[instrumented]") {
+  run_step5("sm80", "reverse");
+}
+TEST_CASE("instrumented step5 sm90a passes the matrix with no access reported", "[instrumented]") {
+  run_step5("sm90a", "random:5");
+}
+
+TEST_CASE("out-of-bounds write: step5's output row guard off by one, in both kernels",
+          "[instrumented]") {
+  for (const bool hopper : {false, true}) {
+    const std::string file =
+        std::string("step5_warpspecialized/") + (hopper ? "attention_sm90a.cu" : "attention.cu");
+    // The epilogue's store of O, behind the (planted) guard.
+    const std::string store = line_of(file, "*reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =");
+    const attn::StepInfo planted{
+        .name = "step5_warpspecialized",
+        .cpu = hopper ? &step5_row_guard::cpu::run_sm90a : &step5_row_guard::cpu::run};
+    // 70 query rows: the blocks' row 70 (block 1's row 6, or the Hopper block's row 70) is one
+    // past the end of O and LSE.
+    const attn::RunOutcome r =
+        run(planted, attn_test::make(1, 1, 1, 70, 90, 64, attn::DType::bf16, false));
+    INFO(file << ": " << r.message);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.message,
+               Catch::Contains("block (") && Catch::Contains("thread (") &&
+                   Catch::Contains("out-of-bounds write") &&
+                   (Catch::Contains("of buffer 'O'") || Catch::Contains("of buffer 'LSE'")) &&
+                   Catch::Contains("past its end at " + store));
+  }
+}
+
+TEST_CASE("a ring stage read that nothing wrote: step5 sm80's consumer one slot ahead",
+          "[instrumented]") {
+  const std::string file = "step5_warpspecialized/attention.cu";
+  const attn::StepInfo planted{.name = "step5_warpspecialized",
+                               .cpu = &step5_wrong_stage::cpu::run};
+  // One K/V tile: slot 2 is never written. More: it holds copies in flight, or not yet issued.
+  for (int sk : {40, 300}) {
+    const attn::RunOutcome r =
+        run(planted, attn_test::make(1, 1, 1, 64, sk, 64, attn::DType::bf16, false));
+    INFO("Sk " << sk << ": " << r.message);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.message,
+               Catch::Contains("ldmatrix at " + file + ":") &&
+                   (Catch::Contains("which nothing has written since the block started") ||
+                    Catch::Contains("has not landed (it lands when mbarrier full")));
+  }
+}
+
 TEST_CASE("misaligned vector load: step2's float4 path for P when Sk % 4 == 2", "[instrumented]") {
   const attn::StepInfo planted{.name = "step2_tiled", .cpu = &step2_planted::cpu::run};
   const std::string load = line_of("step2_tiled/attention.cu", "*reinterpret_cast<const float4*>");
@@ -146,6 +213,7 @@ TEST_CASE("intra-warp ordering: step3 without its __syncwarp before the P V loop
 }
 
 namespace instrumented {
+void run_unwritten_read(float* out, int which);
 void run_shared_access(float* out, int words, int read);
 void run_global_read(const float* in, float* out, int n, int first);
 void run_count(int* counter, unsigned* bits, int threads);
@@ -182,4 +250,19 @@ TEST_CASE("instrumented: atomics work", "[instrumented]") {
   instrumented::run_count(counter.ptr, bits.ptr, 96);
   CHECK(counter.ptr[0] == 192);
   CHECK(bits.ptr[0] == 95u);
+}
+
+TEST_CASE("instrumented: a shared-memory read of what nothing wrote is reported",
+          "[instrumented]") {
+  attn_test::DeviceBuf<float> out(64, "out");
+  instrumented::run_unwritten_read(out.ptr, 0);
+  CHECK(out.ptr[0] == 63.0f);
+  // A plain load, and an ldmatrix, of words no thread stored since the block started.
+  CHECK_THROWS_WITH(instrumented::run_unwritten_read(out.ptr, 1),
+                    Catch::Contains("read of shared memory (offset 256) that nothing has written "
+                                    "since the block started") &&
+                        Catch::Contains("at tests/instrumented_kernels.cpp:"));
+  CHECK_THROWS_WITH(instrumented::run_unwritten_read(out.ptr, 2),
+                    Catch::Contains("ldmatrix at tests/instrumented_kernels.cpp:") &&
+                        Catch::Contains("which nothing has written since the block started"));
 }

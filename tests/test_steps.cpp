@@ -10,6 +10,7 @@
 #include "common/simt/memory.h"
 #include "common/simt/ptx.h"
 #include "common/simt/sm90.h"
+#include "tests/boundary.h"
 #include "tests/matrix.h"
 #include "tests/steps.h"
 
@@ -101,6 +102,43 @@ STEP_MATRIX_TESTS("step4_tensorcore")
 
 STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm80")
 STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm90a")
+
+// ---- Tile boundaries: rows that end at k Bc - 1, k Bc and k Bc + 1 (tests/boundary.h)
+// -------------
+
+namespace {
+
+// Every tiled kernel (each step4 configuration and step5 variant) on the boundary shapes of the
+// tile it reports, for head dims 64 and 128 (step5 sm90a's tile width depends on both, and on
+// dropout), with and without dropout.
+void run_boundaries(const std::string& step_name, const std::string& variant,
+                    const std::string& config, const std::string& schedule) {
+  const attn::StepInfo& step = step_named(step_name);
+  for (int dim : {64, 128})
+    for (float dropout : {0.0f, 0.1f}) {
+      const attn::RunContext::Tile tile = attn_test::tile_of(step, variant, config, dim, dropout);
+      REQUIRE(tile.rows > 0);
+      REQUIRE(tile.keys > 0);
+      for (const attn::Problem& p :
+           attn_test::boundary_problems(tile.rows, tile.keys, dim, dropout)) {
+        INFO(step_name << " " << variant << config << " [" << schedule << "] Br " << tile.rows
+                       << " Bc " << tile.keys << ": " << p.describe());
+        CHECK(attn_test::run_boundary(step, variant, config, p, tile.keys, schedule) == "");
+      }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("tiled kernels pass rows that end at a tile boundary", "[steps][boundary]") {
+  for (const char* schedule : {"forward", "random:13"}) {
+    for (const char* step : {"step2_tiled", "step3_fused"}) run_boundaries(step, "", "", schedule);
+    for (const auto& c : step_named("step4_tensorcore").configs)
+      run_boundaries("step4_tensorcore", "", c.name, schedule);
+    for (const char* variant : {"sm80", "sm90a"})
+      run_boundaries("step5_warpspecialized", variant, "", schedule);
+  }
+}
 
 TEST_CASE("steps 1 and 2 keep S and P in global memory: one Sq x Sk FP32 buffer", "[steps]") {
   // The contrast step 3 draws: the unfused steps' only scratch buffer holds all of S.
@@ -490,10 +528,10 @@ attn::RunOutcome run_sm90a(const std::string& schedule, float scale = 0.0f) {
 // Runs it with `fault` injected at the first line of attention_sm90a.cu containing `text`; the run
 // must fail. Returns the report (the message, or the check's first failure).
 std::string sm90a_fault(const std::string& text, simt::testing::Fault fault,
-                        const std::string& schedule, float scale = 0.0f) {
+                        const std::string& schedule, float scale = 0.0f, int value = 0) {
   const int line = line_of(kStep5Hopper, text);
   REQUIRE(line > 0);
-  simt::testing::fault_at(kStep5Hopper, line, fault);
+  simt::testing::fault_at(kStep5Hopper, line, fault, value);
   const attn::RunOutcome r = run_sm90a(schedule, scale);
   simt::testing::fault_at(nullptr, 0, fault);
   INFO(text << ": " << r.message << "\n" << r.row.check.first_failure);
@@ -549,5 +587,54 @@ TEST_CASE("step5 sm90a faults in the ring, wgmma and the proxy are reported with
     // The ones of the row-sum product (P 1) stored without the fence: wgmma may not see them.
     r = sm90a_fault("fence_proxy_async_shared();  // the ones", Fault::skip, schedule);
     CHECK_THAT(r, Catch::Contains("fence.proxy.async") && Catch::Contains(kStep5Hopper));
+  }
+}
+
+TEST_CASE("step5 sm90a: orders the GPU does not promise are reported with the kernel line",
+          "[step5_warpspecialized]") {
+  using simt::testing::Fault;
+  const std::string group_barrier = "named_barrier_sync(kGroupBarrier + group, 128)";
+  const int group_line = line_of(kStep5Hopper, group_barrier);
+  const int init_sync = line_of(kStep5Hopper, "__syncthreads();  // the barriers exist");
+  REQUIRE(group_line > 0);
+  REQUIRE(init_sync > 0);
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    INFO(schedule);
+    // Both consumer warpgroups on one named barrier (kGroupBarrier instead of kGroupBarrier +
+    // group), which only the sign fold of a negative scale uses: two groups of four warps on one
+    // id, whose arrivals a GPU may mix.
+    std::string r = sm90a_fault(group_barrier, Fault::barrier_id, schedule, -0.2f, 3);
+    CHECK_THAT(r, Catch::Contains("bar.sync 3 (128 threads) completed at " +
+                                  std::string(kStep5Hopper) + ":" + std::to_string(group_line)) &&
+                      (Catch::Contains("two groups of warps share this barrier id") ||
+                       Catch::Contains("more warps than 128 threads make")));
+    // No __syncthreads() after the mbarriers are initialised: the consumers' waits (or, when they
+    // run first, the producer's ring) use barriers whose initialisation nothing orders before.
+    simt::testing::skip_barrier_at(kStep5Hopper, init_sync);
+    const attn::RunOutcome out = run_sm90a(schedule);
+    simt::testing::skip_barrier_at(nullptr, 0);
+    INFO(out.message);
+    CHECK(out.exit_code == 1);
+    CHECK_THAT(out.message,
+               Catch::Contains(kStep5Hopper) &&
+                   (Catch::Contains("which nothing orders after that initialisation") ||
+                    Catch::Contains("used before mbarrier.init")));
+  }
+}
+
+TEST_CASE("step5 sm80: a ring used without the barrier after its initialisation is reported",
+          "[step5_warpspecialized]") {
+  const int init_sync = line_of(kStep5, "__syncthreads();  // the barriers exist");
+  REQUIRE(init_sync > 0);
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    INFO(schedule);
+    simt::testing::skip_barrier_at(kStep5, init_sync);
+    const attn::RunOutcome r = run_step5(schedule);
+    simt::testing::skip_barrier_at(nullptr, 0);
+    INFO(r.message);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.message, Catch::Contains(kStep5) &&
+                              (Catch::Contains("which nothing orders after that initialisation") ||
+                               Catch::Contains("used before mbarrier.init")));
   }
 }

@@ -1,0 +1,175 @@
+// Copies of steps 4 and 5 with one planted bug each (tests/CMakeLists.txt: attn_planted_copy),
+// built for bf16 at head dim 64: the tests that exist for these bugs must catch them. The bugs
+// pass the test matrix; only rows that end on a tile boundary (tests/boundary.h) or the backend's
+// ordering checks see them.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+
+#include "tests/boundary.h"
+
+namespace step4_unmasked::cpu {  // the unmasked-tile count from row_keys_end(...) + 1
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5_unmasked::cpu {  // the same, in both step 5 kernels
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}  // namespace step5_unmasked::cpu
+namespace step5_block_rows::cpu {  // the Hopper block's key range taken for row Br - 1
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5_early_release::cpu {  // the last slot released above the wait for its wgmma
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5_expect_elements::cpu {  // expect_tx(S::kSlot): elements, not bytes
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5_full_count::cpu {  // "full" initialised for 31 of the producer's 32 lanes
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5_epilogue_wait::cpu {  // wgmma_wait<1> before the epilogue
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5_wrong_stage::cpu {  // S = Q K^T from the slot after the tile's
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+
+namespace {
+
+// The line of the first line of `file` (relative to the source root) containing `text`.
+int line_of(const std::string& file, const std::string& text) {
+  std::ifstream in(std::string(ATTN_SOURCE_DIR) + "/" + file);
+  int n = 0;
+  for (std::string line; std::getline(in, line);)
+    if (++n, line.find(text) != std::string::npos) return n;
+  return 0;
+}
+
+// The boundary shapes of the planted kernel's own tile, bf16, D = 64, with and without dropout:
+// the report of every problem that fails (empty when all pass).
+std::string boundary_failures(const attn::StepInfo& step) {
+  std::string failures;
+  for (float dropout : {0.0f, 0.1f}) {
+    const attn::RunContext::Tile tile = attn_test::tile_of(step, "", "", 64, dropout);
+    REQUIRE(tile.keys > 0);
+    for (const attn::Problem& p : attn_test::boundary_problems(tile.rows, tile.keys, 64, dropout))
+      if (const std::string r = attn_test::run_boundary(step, "", "", p, tile.keys, "forward");
+          !r.empty())
+        failures += p.describe() + ": " + r + "\n";
+  }
+  return failures;
+}
+
+}  // namespace
+
+TEST_CASE("an unmasked-tile count one too high fails a tile-boundary shape", "[planted]") {
+  for (const attn::StepInfo& step :
+       {attn::StepInfo{.name = "step4 (planted)", .cpu = &step4_unmasked::cpu::run},
+        attn::StepInfo{.name = "step5 sm80 (planted)", .cpu = &step5_unmasked::cpu::run},
+        attn::StepInfo{.name = "step5 sm90a (planted)", .cpu = &step5_unmasked::cpu::run_sm90a}}) {
+    const std::string failures = boundary_failures(step);
+    INFO(step.name << ":\n" << failures);
+    CHECK_FALSE(failures.empty());
+    // The leaked key is past the row's end: O moves (a key zero-filled past the tensor would
+    // move only LSE, by less than its tolerance, so the shapes keep their keys in the tensor).
+    CHECK_THAT(failures, Catch::Contains("O[b="));
+  }
+}
+
+TEST_CASE("a Hopper block that takes its key range for row Br - 1 fails a tile-boundary shape",
+          "[planted]") {
+  const std::string failures = boundary_failures(
+      {.name = "step5 sm90a (planted)", .cpu = &step5_block_rows::cpu::run_sm90a});
+  INFO(failures);
+  CHECK_THAT(failures, Catch::Contains("O[b="));
+}
+
+TEST_CASE("a Hopper kernel that releases its last slot before the wait is reported at the arrival",
+          "[planted]") {
+  // In the planted copy the arrival and the wait swapped lines: the arrival is on the wait's line.
+  const std::string file = "step5_warpspecialized/attention_sm90a.cu";
+  const int arrive = line_of(file, "the last P V has retired");
+  REQUIRE(arrive > 0);
+  const attn::StepInfo step{.name = "step5 sm90a (planted)",
+                            .cpu = &step5_early_release::cpu::run_sm90a};
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    // Two K/V tiles: the last slot is never refilled, so no later copy would expose the bug.
+    const attn::Problem p = attn_test::make(1, 2, 1, 70, 300, 64, attn::DType::bf16, false);
+    const std::string r = attn_test::run_boundary(step, "", "", p, 192, schedule);
+    INFO(schedule << ": " << r);
+    CHECK_THAT(r, Catch::Contains("mbarrier.arrive at " + file + ":" + std::to_string(arrive)) &&
+                      Catch::Contains("mbarrier empty") &&
+                      Catch::Contains("no wgmma.wait_group has retired it"));
+  }
+}
+
+namespace {
+// A problem whose ring wraps (several K/V tiles) and reaches both consumer warpgroups.
+attn::Problem ring_problem() {
+  return attn_test::make(1, 2, 1, 70, 700, 64, attn::DType::bf16, true);
+}
+}  // namespace
+
+TEST_CASE("expect_tx in elements: the TMA that over-delivers is reported", "[planted]") {
+  const std::string file = "step5_warpspecialized/attention_sm90a.cu";
+  // The slot's boxes: K then V, per 64 columns. Half the bytes announced: the V box over-delivers.
+  const int v_box = line_of(file, "attn::tma_load_3d(k_slot + S::kTile");
+  REQUIRE(v_box > 0);
+  const attn::StepInfo step{.name = "planted", .cpu = &step5_expect_elements::cpu::run_sm90a};
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    const std::string r = attn_test::run_boundary(step, "", "", ring_problem(), 192, schedule);
+    INFO(schedule << ": " << r);
+    CHECK_THAT(r,
+               Catch::Contains("cp.async.bulk.tensor at " + file + ":" + std::to_string(v_box)) &&
+                   Catch::Contains("mbarrier full") &&
+                   Catch::Contains("more than the 24576 its expect_tx announced"));
+  }
+}
+
+TEST_CASE("a ring barrier expecting one arrival too few names the barrier the copy lands through",
+          "[planted]") {
+  const std::string file = "step5_warpspecialized/attention.cu";
+  const attn::StepInfo step{.name = "planted", .cpu = &step5_full_count::cpu::run};
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    const std::string r = attn_test::run_boundary(step, "", "", ring_problem(), 64, schedule);
+    INFO(schedule << ": " << r);
+    // A consumer reads a chunk of the 32nd lane's copies, which arrive on the next phase; or that
+    // lane's arrival finds the phase over (the producer's lanes race ahead).
+    CHECK_THAT(r, Catch::Contains(file) &&
+                      (Catch::Contains("has not landed (it lands when mbarrier full at shared") ||
+                       Catch::Contains("more arrivals than expected")));
+    CHECK_THAT(r, !Catch::Contains("cp.async.wait_group"));
+  }
+}
+
+TEST_CASE("a Hopper epilogue after wgmma_wait<1> is reported at the kernel line", "[planted]") {
+  const std::string file = "step5_warpspecialized/attention_sm90a.cu";
+  const int release = line_of(file, "before its slot is released");
+  REQUIRE(release > 0);
+  const attn::StepInfo step{.name = "planted", .cpu = &step5_epilogue_wait::cpu::run_sm90a};
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    const std::string r = attn_test::run_boundary(step, "", "", ring_problem(), 192, schedule);
+    INFO(schedule << ": " << r);
+    CHECK_THAT(r, Catch::Contains("mbarrier.arrive at " + file + ":" + std::to_string(release)) &&
+                      Catch::Contains("no wgmma.wait_group has retired it"));
+  }
+}
+
+TEST_CASE("a Hopper consumer reading the wrong ring slot is reported at its wgmma", "[planted]") {
+  const std::string file = "step5_warpspecialized/attention_sm90a.cu";
+  const int wgmma = line_of(file, "attn::wgmma_ss<Bc, T>(s_acc");
+  REQUIRE(wgmma > 0);
+  const attn::StepInfo step{.name = "planted", .cpu = &step5_wrong_stage::cpu::run_sm90a};
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    // One K/V tile: the next slot is never written. Several: it is in flight, or not written yet.
+    for (int sk : {150, 700}) {
+      const attn::Problem p = attn_test::make(1, 2, 1, 70, sk, 64, attn::DType::bf16, false);
+      const std::string r = attn_test::run_boundary(step, "", "", p, 192, schedule);
+      INFO(schedule << " Sk " << sk << ": " << r);
+      CHECK_THAT(r, Catch::Contains("wgmma.mma_async at " + file + ":" + std::to_string(wgmma)) &&
+                        (Catch::Contains("nothing has written since the block started") ||
+                         Catch::Contains("which has not landed")));
+    }
+  }
+}
