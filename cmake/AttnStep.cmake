@@ -77,22 +77,55 @@ function(attn_add_step name)
 
   add_library(${name}_lib STATIC ${ARG_INFO} ${gpu_objects} $<TARGET_OBJECTS:${name}_cpu>)
   target_link_libraries(${name}_lib PUBLIC attn_common)
-  set_source_files_properties(${ARG_INFO} PROPERTIES COMPILE_DEFINITIONS ATTN_HAVE_SM90A=${have_sm90a})
+  set(have_counters 0)
+  if(ATTN_COUNTERS)
+    set(have_counters 1)
+  endif()
+  set_source_files_properties(${ARG_INFO} PROPERTIES COMPILE_DEFINITIONS
+                              "ATTN_HAVE_SM90A=${have_sm90a};ATTN_HAVE_COUNTERS=${have_counters}")
   attn_warnings(${name}_lib)
 
   add_executable(${name} ${ARG_MAIN})
   target_link_libraries(${name} PRIVATE ${name}_lib)
   attn_warnings(${name})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+
+  # The counted copy (--counters, common/simt/counters.h): the CPU copy compiled once more with
+  # every load and store instrumented (ATTN_INSTRUMENT_FLAGS), in namespace <step>::counted; the
+  # instrumented tests run it too. bin/counted/<name> links it; bin/<name> --counters runs that.
+  if(ATTN_COUNTERS)
+    set(counted_sources)
+    foreach(file ${ARG_KERNEL} ${ARG_HOPPER_KERNEL})
+      get_filename_component(stem ${file} NAME_WE)
+      set(counted_source ${CMAKE_CURRENT_BINARY_DIR}/${name}_${stem}_counted.cpp)
+      file(CONFIGURE OUTPUT ${counted_source} CONTENT
+           "// Generated: ${file} compiled for the CPU SIMT backend, every access counted.\n#include \"${CMAKE_CURRENT_SOURCE_DIR}/${file}\"\n")
+      list(APPEND counted_sources ${counted_source})
+    endforeach()
+    add_library(${name}_counted OBJECT ${counted_sources})
+    target_link_libraries(${name}_counted PRIVATE attn_kernel_deps attn_simt)
+    target_compile_definitions(${name}_counted PRIVATE ATTN_BACKEND_NS=counted)
+    target_compile_options(${name}_counted PRIVATE -fno-strict-aliasing ${ATTN_INSTRUMENT_FLAGS})
+    attn_warnings(${name}_counted)
+    add_executable(${name}_counted_bin ${ARG_MAIN} $<TARGET_OBJECTS:${name}_counted>)
+    target_link_libraries(${name}_counted_bin PRIVATE ${name}_lib)
+    attn_warnings(${name}_counted_bin)
+    set_target_properties(${name}_counted_bin PROPERTIES OUTPUT_NAME ${name}
+                          RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin/counted)
+  endif()
 endfunction()
 
-# ---- The instrumented test build: every load and store of a kernel checked ---------------------
+# ---- The instrumented build: every load and store of a kernel checked and counted ---------------
 #
 # GCC's ThreadSanitizer and UBSan alignment instrumentation, compiled in but linked without their
 # runtimes: the calls land in common/simt/checks.cpp, which checks shared and device memory bounds,
-# alignment, pending cp.async destinations and intra-warp store visibility, and reports the
-# kernel's source line (hence -g: common/simt/checks.cpp reads it with addr2line).
-set(ATTN_INSTRUMENT_FLAGS -g -fsanitize=thread,alignment -fno-sanitize-recover=alignment)
+# alignment, pending cp.async destinations and intra-warp store visibility, counts the access
+# (common/simt/counters.h), and reports the kernel's source line (hence -g: addr2line reads it).
+# -O2 without scalar replacement of aggregates or vectorisation: an access keeps the width the
+# source gives it (a uint4 copy stays one 16-byte access instead of four 4-byte ones, and a loop
+# of 2-byte loads is not merged into vector loads), which is what the counters count.
+set(ATTN_INSTRUMENT_FLAGS -g -fsanitize=thread,alignment -fno-sanitize-recover=alignment -O2
+    -fno-tree-sra -fno-ipa-sra -fno-tree-vectorize -fno-tree-slp-vectorize)
 
 # attn_instrumented_kernel(<target> <kernel-file> [ONE_SHAPE])
 # An object library: the CPU copy of <kernel-file> (namespace <step>::cpu), instrumented.

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "common/simt/launch.h"
+#include "common/sol_model.h"
 #include "common/tensor_io.h"
 
 namespace attn {
@@ -99,6 +100,14 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
                  "table's choice for this GPU and problem)");
   app.add_option("--tuned-table", out.tuned_table,
                  "tuned-configuration table to read instead of the step's own");
+  app.add_flag("--counters", out.counters,
+               "count what Nsight Compute would (global sectors, shared wavefronts and bank "
+               "conflicts, tensor work, barriers; per source line) on the CPU backend, print them "
+               "with a speed-of-light model, and add them to --csv");
+  app.add_option("--model-gpu", out.model_gpu,
+                 "the GPU of the --counters speed-of-light model (H100 SXM, A100 SXM 80GB, L4, "
+                 "RTX 4090, RTX 5070)")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -129,6 +138,17 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
   } catch (const std::invalid_argument& e) {
     return refuse(std::string("--schedule: ") + e.what());
   }
+  if (app.count("--model-gpu") && !out.counters)
+    return refuse("--model-gpu models a counted run: add --counters");
+  if (!find_gpu(out.model_gpu)) {
+    std::string known;
+    for (const GpuSpec& g : model_gpus()) known += (known.empty() ? "" : ", ") + g.name;
+    return refuse("--model-gpu " + out.model_gpu + ": not a GPU the model knows (" + known + ")");
+  }
+  if (out.counters && out.backend == "gpu")
+    return refuse(
+        "--counters counts on the CPU backend (--backend cpu); on a GPU, Nsight Compute "
+        "measures the same metrics: scripts/profile.py prints the command");
 
   // --load: the shape comes from the file's tensors; a flag may repeat it but not contradict it.
   if (!out.load.empty()) {

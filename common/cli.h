@@ -28,6 +28,10 @@ struct Options {
   bool show_progress = false;
   std::string config;       // a step's tile configuration by name; empty: the tuned table's
   std::string tuned_table;  // the tuned-configuration table; empty: the step's own
+  // Count what Nsight Compute would (common/simt/counters.h) in the checked run, on the CPU
+  // backend, and model the run on a named GPU (common/sol_model.h).
+  bool counters = false;
+  std::string model_gpu = "H100 SXM";
 };
 
 // Parses "3,0,17" into lengths; an empty item, a sign or anything not a number is refused.

@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <iostream>
@@ -16,7 +18,9 @@
 #include "common/check.h"
 #include "common/memory.h"
 #include "common/reference.h"
+#include "common/simt/counters.h"
 #include "common/simt/launch.h"
+#include "common/sol_model.h"
 #include "common/tensor_io.h"
 #include "common/tensors.h"
 #include "common/tuned_configs.h"
@@ -256,10 +260,22 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     return invalid(step.name + ": --variant " + opt.variant + ": this step has variants " + known);
   }
 
-  // Pick the backend.
+  if (opt.counters) {
+    if (step.gpu == nullptr)
+      return invalid(step.name +
+                     ": --counters: this step runs no kernels (plain C++ on the CPU): nothing to "
+                     "count");
+    if (step.counted == nullptr)
+      return invalid(step.name + ": --counters: this binary has no counted copy of the kernels (" +
+                     "bin/counted/" + step.name + " has them; g++ builds it)");
+    if (opt.backend == "gpu")
+      return invalid(step.name + ": --counters counts on the CPU backend (--backend cpu)");
+  }
+
+  // Pick the backend (--counters: the CPU's, which counts).
   std::unique_ptr<Backend> be;
   std::string why_not;
-  if (opt.backend == "gpu" || opt.backend == "auto") {
+  if (opt.backend == "gpu" || (opt.backend == "auto" && !opt.counters)) {
     if (!gpu_backend_built())
       why_not = kBuiltWithoutToolkit;
     else if (step.gpu == nullptr)
@@ -329,9 +345,23 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
       note("note: the FP64 reference check needs " + std::to_string(int64_t(p.flops() / 1e9)) +
            " GFLOP on the CPU, which can take minutes; --no-check skips it");
 
-    // The checked run: outputs start poisoned, so anything left unwritten is caught.
+    // The checked run: outputs start poisoned, so anything left unwritten is caught. With
+    // --counters it is the counted copy's, which counts what it does (and checks every access).
     ctx.verify = true;
-    be->time_ms([&] { run(params, ctx); });
+    if (opt.counters) {
+      simt::counters::start();
+      try {
+        step.counted(params, ctx);
+      } catch (...) {
+        simt::counters::stop();
+        throw;
+      }
+      row.counters = simt::counters::stop();
+      row.counted = true;
+      row.model = speed_of_light(*find_gpu(opt.model_gpu), p, row.counters);
+    } else {
+      be->time_ms([&] { run(params, ctx); });
+    }
     ctx.verify = false;
     if (opt.check || !opt.save.empty()) {
       std::vector<Bits16> o;
@@ -385,12 +415,32 @@ int step_main(int argc, char** argv, const StepInfo& step) {
     std::cerr << cli.message << "\n";
     return cli.exit_code;
   }
+  if (opt.counters && step.counted == nullptr && step.gpu != nullptr) {
+    // The counted copy lives in bin/counted/<step> (cmake/AttnStep.cmake): run that instead.
+    std::string self(4096, '\0');
+    const ssize_t n = readlink("/proc/self/exe", self.data(), self.size() - 1);
+    self.resize(n > 0 ? size_t(n) : 0);
+    const size_t slash = self.rfind('/');
+    const std::string counted = slash == std::string::npos
+                                    ? ""
+                                    : self.substr(0, slash) + "/counted/" + self.substr(slash + 1);
+    if (!counted.empty() && access(counted.c_str(), X_OK) == 0) {
+      execv(counted.c_str(), argv);
+      std::cerr << step.name << ": --counters: cannot run " << counted << ": "
+                << std::strerror(errno) << "\n";
+      return 2;
+    }
+    std::cerr << step.name << ": --counters: this build has no counted copy of " << step.name
+              << " (bin/counted/" << step.name << ": built by g++ with ATTN_COUNTERS on)\n";
+    return 2;
+  }
   opt.notice = [](const std::string& line) { std::cerr << line << "\n"; };
   opt.show_progress = isatty(STDERR_FILENO) != 0;
   const RunOutcome r = run_step(step, opt);
   if (!r.message.empty()) std::cerr << r.message << "\n";
   if (!r.ran) return r.exit_code;
   std::cout << (opt.quiet ? "" : format_result(r.row) + "\n");
+  if (r.row.counted && !opt.quiet) std::cout << format_counters(r.row) << "\n";
   if (opt.quiet)
     std::cout << csv_escape(r.row.step) << " " << r.row.time_ms << " ms "
               << (r.row.checked ? (r.row.check.passed ? "PASSED" : "FAILED") : "unchecked") << "\n";

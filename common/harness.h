@@ -28,11 +28,23 @@ namespace attn {
 // The GPU entry of a kernel step in a CPU-only build (ATTN_GPU_RUN): throws if ever called.
 void gpu_not_built(const AttentionParams& p, RunContext& ctx);
 
+// A step's counted copy (--counters): declared with ATTN_COUNTED_DECL, `.counted =
+// ATTN_COUNTED_RUN(counted::run)`. Only bin/counted/<step> links that copy (cmake/AttnStep.cmake):
+// elsewhere the weak declaration resolves to null, and so does a build without counted copies.
+#if ATTN_HAVE_COUNTERS
+#define ATTN_COUNTED_DECL [[gnu::weak]]
+#define ATTN_COUNTED_RUN(fn) (&fn)
+#else
+#define ATTN_COUNTED_DECL
+#define ATTN_COUNTED_RUN(fn) (nullptr)
+#endif
+
 struct StepInfo {
   std::string name;
   // On the CPU: host code, or the kernels on the SIMT backend. nullptr: the step needs a GPU.
   StepFn cpu;
   StepFn gpu = nullptr;             // nullptr: no GPU version (step0, or a CPU-only build)
+  StepFn counted = nullptr;         // the counted copy (--counters); nullptr: not in this binary
   std::vector<int> head_dims = {};  // supported head dims; empty: any the reference supports
   // Tile configurations the step can run, the default first (empty: none to choose), the head
   // dims each is built for, and the table of tuned choices it reads at run time.

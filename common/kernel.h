@@ -1,7 +1,9 @@
 // What a step's kernel file includes. The file is compiled twice:
 //   - by nvcc for the GPU (this header then pulls in the CUDA runtime), and
-//   - by the host compiler against the CPU SIMT backend (common/simt).
-// Each copy lives in its own namespace, `stepN::gpu` or `stepN::cpu`, chosen by ATTN_BACKEND_NS:
+//   - by the host compiler against the CPU SIMT backend (common/simt);
+// and, for --counters, a third time: the CPU copy with every access instrumented.
+// Each copy lives in its own namespace, `stepN::gpu`, `stepN::cpu` or `stepN::counted`, chosen by
+// ATTN_BACKEND_NS (the build defines it for the counted copy):
 //     namespace step1::ATTN_BACKEND_NS { ... }
 #pragma once
 
@@ -20,7 +22,9 @@
 #define ATTN_BACKEND_NS gpu
 #else
 #include "common/simt/simt.h"
+#ifndef ATTN_BACKEND_NS
 #define ATTN_BACKEND_NS cpu
+#endif
 #endif
 
 #include "common/launch.h"

@@ -6,6 +6,8 @@
 
 #include "common/check.h"
 #include "common/problem.h"
+#include "common/simt/counters.h"
+#include "common/sol_model.h"
 
 namespace attn {
 
@@ -27,6 +29,11 @@ struct ResultRow {
   std::string driver;    // CUDA driver version, or "none"
   int sm_clock_mhz = 0;  // peak SM clock the device reports; 0 on the CPU
   std::string timestamp;
+  // --counters: what the checked run did (common/simt/counters.h), and the speed-of-light model
+  // of it on one GPU (a model, never a measurement).
+  bool counted = false;
+  simt::counters::Report counters;
+  SolModel model;
 };
 
 // The CSV columns, in order. scripts/ and docs/benchmarking.md ("The CSV columns") use these names.
@@ -39,6 +46,9 @@ std::string append_csv(const std::string& path, const ResultRow& r);
 
 // Human-readable summary of a run (two lines).
 std::string format_result(const ResultRow& r);
+// The counters of a counted run, as a table with the Nsight Compute metric of each, the top source
+// lines, and the model on every GPU it knows.
+std::string format_counters(const ResultRow& r);
 
 // Quotes a CSV field when it holds a comma, quote or newline.
 std::string csv_escape(const std::string& s);

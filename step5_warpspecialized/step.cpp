@@ -11,6 +11,10 @@ namespace gpu {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }  // namespace gpu
+namespace counted {
+ATTN_COUNTED_DECL void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+ATTN_COUNTED_DECL void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}  // namespace counted
 
 namespace {
 // Two kernels: the sm_80 producer/consumer kernel (attention.cu), which runs on every GPU from
@@ -20,6 +24,18 @@ void run_cpu(const attn::AttentionParams& p, attn::RunContext& ctx) {
     cpu::run_sm90a(p, ctx);
   else
     cpu::run(p, ctx);
+}
+
+// The counted copies of both (--counters), where this binary has them.
+[[maybe_unused]] void run_counted(const attn::AttentionParams& p, attn::RunContext& ctx) {
+#if ATTN_HAVE_COUNTERS
+  if (ctx.variant == "sm90a")
+    counted::run_sm90a(p, ctx);
+  else
+    counted::run(p, ctx);
+#else
+  (void)p, (void)ctx;
+#endif
 }
 
 #if ATTN_HAVE_GPU
@@ -57,6 +73,7 @@ attn::StepInfo info() {
   return {.name = "step5_warpspecialized",
           .cpu = &run_cpu,
           .gpu = ATTN_GPU_RUN(run_gpu),
+          .counted = ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr,
           .head_dims = {64, 80, 96, 128},
           .variants = {"sm80", "sm90a"},
           .default_variant = &default_variant,

@@ -14,23 +14,24 @@
 #include "tests/matrix.h"
 #include "tests/simt_buffer.h"
 
-// The instrumented CPU copies of the kernels (no GPU copy is linked into this binary).
-namespace step1::cpu {
+// The instrumented CPU copies of the kernels, the steps' counted copies (no GPU copy is linked
+// into this binary).
+namespace step1::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
-namespace step2::cpu {
+namespace step2::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
-namespace step3::cpu {
+namespace step3::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
-namespace step4::cpu {
+namespace step4::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
-namespace step5::cpu {
+namespace step5::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
-}  // namespace step5::cpu
+}  // namespace step5::counted
 namespace step5_row_guard::cpu {  // the output row guard off by one, in both kernels (bf16, D 64)
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
@@ -86,24 +87,27 @@ std::string line_of(const std::string& file, const std::string& text) {
 }  // namespace
 
 TEST_CASE("instrumented step1 passes the matrix with no access reported", "[instrumented]") {
-  run_matrix({.name = "step1_naive", .cpu = &step1::cpu::run}, "forward");
+  run_matrix({.name = "step1_naive", .cpu = &step1::counted::run}, "forward");
 }
 TEST_CASE("instrumented step2 passes the matrix with no access reported", "[instrumented]") {
-  run_matrix({.name = "step2_tiled", .cpu = &step2::cpu::run, .head_dims = kHeadDims}, "forward");
+  run_matrix({.name = "step2_tiled", .cpu = &step2::counted::run, .head_dims = kHeadDims},
+             "forward");
 }
 TEST_CASE("instrumented step3 passes the matrix with no access reported", "[instrumented]") {
-  run_matrix({.name = "step3_fused", .cpu = &step3::cpu::run, .head_dims = kHeadDims}, "greedy");
+  run_matrix({.name = "step3_fused", .cpu = &step3::counted::run, .head_dims = kHeadDims},
+             "greedy");
 }
 TEST_CASE("instrumented step4 passes the matrix with no access reported", "[instrumented]") {
-  run_matrix({.name = "step4_tensorcore", .cpu = &step4::cpu::run, .head_dims = kHeadDims},
+  run_matrix({.name = "step4_tensorcore", .cpu = &step4::counted::run, .head_dims = kHeadDims},
              "greedy");
 }
 
 // step5's two kernels, the ring's producer and consumers and the Hopper emulations included.
 void run_step5(const std::string& variant, const std::string& schedule) {
-  const attn::StepInfo step{.name = "step5_warpspecialized",
-                            .cpu = variant == "sm90a" ? &step5::cpu::run_sm90a : &step5::cpu::run,
-                            .head_dims = kHeadDims};
+  const attn::StepInfo step{
+      .name = "step5_warpspecialized",
+      .cpu = variant == "sm90a" ? &step5::counted::run_sm90a : &step5::counted::run,
+      .head_dims = kHeadDims};
   run_matrix(step, schedule);
 }
 TEST_CASE("instrumented step5 sm80 passes the matrix with no access reported", "[instrumented]") {
@@ -186,8 +190,8 @@ TEST_CASE("out-of-bounds read: load_rows_16B reading the row at valid_rows", "[i
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.message,
              Catch::Contains("block (0,0,0) thread (") &&
-                 Catch::Contains("out-of-bounds read: 4-byte access at byte 2176 of buffer 'Q' "
-                                 "(2176 bytes): 4 bytes past its end") &&
+                 Catch::Contains("out-of-bounds read: 16-byte access at byte 2176 of buffer 'Q' "
+                                 "(2176 bytes): 16 bytes past its end") &&
                  Catch::Contains("at " + load + ", inlined into step3_fused/attention.cu:"));
 }
 
@@ -198,7 +202,7 @@ TEST_CASE("intra-warp ordering: step3 without its __syncwarp before the P V loop
   const std::string syncwarp = line_of("step3_fused/attention.cu", "__syncwarp();");
   const std::string read = line_of("step3_fused/attention.cu", "const float pr = Ps[");
   const int line = std::stoi(syncwarp.substr(syncwarp.find(':') + 1));
-  const attn::StepInfo step{.name = "step3_fused", .cpu = &step3::cpu::run};
+  const attn::StepInfo step{.name = "step3_fused", .cpu = &step3::counted::run};
   const attn::Problem p = attn_test::make(1, 2, 2, 40, 50, 64, attn::DType::fp16, true);
   REQUIRE(run(step, p).exit_code == 0);
   simt::testing::skip_barrier_at("step3_fused/attention.cu", line);

@@ -21,9 +21,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "common/simt/counters.h"
 #include "common/simt/memory.h"
 #include "common/simt/runtime.h"
 
@@ -59,38 +61,62 @@ int find_module(dl_phdr_info* info, size_t, void* arg) {
   return 0;
 }
 
-// The source line of a code address, innermost inlined frame first ("common/tiles.h:27, inlined
-// into step3_fused/attention.cu:40"), from the debug information, by addr2line (binutils).
-std::string source_line_of(const void* pc) {
-  Module m;
-  m.pc = reinterpret_cast<uintptr_t>(pc) - 1;  // the call instruction, not the return address
-  dl_iterate_phdr(find_module, &m);
-  if (!m.found) return "an unknown address";
-  char cmd[1024];
-  std::snprintf(cmd, sizeof cmd, "addr2line -i -e '%s' 0x%" PRIxPTR " 2>/dev/null", m.path.c_str(),
-                m.pc - m.bias);
-  std::vector<std::string> lines;
-  if (FILE* f = popen(cmd, "r")) {
-    char buf[2048];
-    while (std::fgets(buf, sizeof buf, f)) {
-      std::string l = buf;
-      while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
-      if (auto d = l.find(" (discriminator"); d != std::string::npos) l.resize(d);
-      const auto colon = l.rfind(':');
-      if (colon == std::string::npos || l.compare(0, 2, "??") == 0) continue;
-      lines.push_back(short_location(l.substr(0, colon).c_str(),
-                                     std::strtoul(l.c_str() + colon + 1, nullptr, 10)));
-    }
-    pclose(f);
+// The source lines of code addresses, innermost inlined frame first ("common/tiles.h:27, inlined
+// into step3_fused/attention.cu:40"), from the debug information, by addr2line (binutils): one
+// run per module, all of its addresses at once.
+std::vector<std::string> lines_of(const std::vector<uintptr_t>& pcs) {
+  std::vector<std::string> out(pcs.size(), "an unknown address");
+  std::map<std::string, std::vector<size_t>> by_module;
+  std::vector<uintptr_t> offset(pcs.size());
+  for (size_t i = 0; i < pcs.size(); ++i) {
+    Module m;
+    m.pc = pcs[i] - 1;  // the call instruction, not the return address
+    dl_iterate_phdr(find_module, &m);
+    if (!m.found) continue;
+    offset[i] = m.pc - m.bias;
+    by_module[m.path].push_back(i);
   }
-  if (lines.empty()) return "an address without line information (build with -g)";
-  std::string s = lines[0];
-  for (size_t i = 1; i < lines.size() && i < 4; ++i) s += ", inlined into " + lines[i];
-  return s;
+  for (const auto& [path, ids] : by_module) {
+    std::string cmd = "addr2line -a -i -e '" + path + "'";
+    for (size_t i : ids) {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, " 0x%" PRIxPTR, offset[i]);
+      cmd += hex;
+    }
+    cmd += " 2>/dev/null";
+    std::vector<std::vector<std::string>> frames;
+    if (FILE* f = popen(cmd.c_str(), "r")) {
+      char buf[2048];
+      while (std::fgets(buf, sizeof buf, f)) {
+        std::string l = buf;
+        while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+        if (l.rfind("0x", 0) == 0) {  // -a: each address opens its block of frames
+          frames.emplace_back();
+          continue;
+        }
+        if (auto d = l.find(" (discriminator"); d != std::string::npos) l.resize(d);
+        const auto colon = l.rfind(':');
+        if (frames.empty() || colon == std::string::npos || l.compare(0, 2, "??") == 0) continue;
+        frames.back().push_back(short_location(l.substr(0, colon).c_str(),
+                                               std::strtoul(l.c_str() + colon + 1, nullptr, 10)));
+      }
+      pclose(f);
+    }
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (k >= frames.size() || frames[k].empty()) {
+        out[ids[k]] = "an address without line information (build with -g)";
+        continue;
+      }
+      std::string s = frames[k][0];
+      for (size_t i = 1; i < frames[k].size() && i < 4; ++i) s += ", inlined into " + frames[k][i];
+      out[ids[k]] = s;
+    }
+  }
+  return out;
 }
 
 [[noreturn]] void report(const std::string& what, const void* pc) {
-  const std::string msg = what + " at " + source_line_of(pc);
+  const std::string msg = what + " at " + lines_of({reinterpret_cast<uintptr_t>(pc)})[0];
   if (in_kernel()) fail_no_unwind(msg);
   std::fprintf(stderr, "error: %s\n", msg.c_str());
   std::_Exit(1);
@@ -100,15 +126,31 @@ inline void access(const void* p, size_t bytes, bool write, bool aligned, const 
   if (!in_kernel()) return;
   const auto a = reinterpret_cast<uintptr_t>(p);
   std::string problem;
+  bool shared = false;
   if (aligned && a % bytes != 0)
     problem = "misaligned " + std::to_string(bytes) + "-byte " + (write ? "store" : "load");
-  else if (!shared_access(a, bytes, write, problem))
+  else if (!(shared = shared_access(a, bytes, write, problem)))
     if (std::string bad = simt::check_device_access(p, bytes); !bad.empty())
       problem = std::string("out-of-bounds ") + (write ? "write: " : "read: ") + bad;
   if (!problem.empty()) report(problem, pc);
+  if (counters::active()) {
+    using counters::hook::Kind;
+    BufferSpan buffer;
+    if (shared)
+      counters::hook::lane(write ? Kind::shared_store : Kind::shared_load,
+                           reinterpret_cast<uintptr_t>(pc), a, uint32_t(bytes));
+    else if (find_buffer(p, buffer))
+      counters::hook::lane(write ? Kind::global_store : Kind::global_load,
+                           reinterpret_cast<uintptr_t>(pc), a, uint32_t(bytes));
+  }
 }
 
 }  // namespace
+
+std::vector<std::string> source_lines_of(const std::vector<uintptr_t>& pcs) {
+  return lines_of(pcs);
+}
+
 }  // namespace simt::detail
 
 #define SIMT_PC __builtin_return_address(0)
@@ -128,11 +170,13 @@ inline void access(const void* p, size_t bytes, bool write, bool aligned, const 
 
 extern "C" {
 
-// The instrumented module's constructor: from now on shared-memory stores are tracked.
-void __tsan_init() {
-  simt::detail::enable_store_tracking();
+// The instrumented module's constructor: nothing to do (see __tsan_func_entry).
+void __tsan_init() {}
+// Every instrumented function calls this on entry, the kernel first: from then on the block's
+// shared-memory stores are tracked (runtime.cpp), before its first access.
+void __tsan_func_entry(void*) {
+  if (simt::detail::in_kernel()) simt::detail::track_stores();
 }
-void __tsan_func_entry(void*) {}
 void __tsan_func_exit() {}
 SIMT_HOOKS(1)
 SIMT_HOOKS(2)

@@ -125,6 +125,14 @@ const Span* span_of(uintptr_t a, size_t bytes) {
 }
 }  // namespace
 
+bool find_buffer(const void* p, BufferSpan& out) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const Span* s = span_of(a, 1);
+  if (s == nullptr || a < s->data || a >= s->end) return false;
+  out = {s->data, s->bytes, s->label};
+  return true;
+}
+
 std::string describe_device_address(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const Span* s = span_of(a, 1);

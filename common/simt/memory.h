@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ bool device_access_ok(const void* p, size_t bytes);
 
 // "byte 264 of buffer 'S/P' (1024 bytes)" for an address inside a live allocation, else "".
 std::string describe_device_address(const void* p);
+
+// The device allocation whose data holds `p`: its first byte, size and label; false if none.
+struct BufferSpan {
+  uintptr_t data = 0;
+  size_t bytes = 0;
+  const std::string* label = nullptr;  // lives as long as the allocation
+};
+bool find_buffer(const void* p, BufferSpan& out);
 
 struct AllocationInfo {
   std::string label;

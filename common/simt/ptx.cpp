@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/simt/counters.h"
 #include "common/simt/memory.h"
 #include "common/simt/mma_body.h"
 #include "common/simt/ptx_ops.h"
@@ -140,6 +141,12 @@ void cp_async_16(void* dst, const void* src, int src_bytes, const simt::where_t&
   // value: it reads as poison, so a stage refilled while another warp still reads it is caught.
   std::memset(c.dst, 0xFF, 16);
   detail::async_issued(c.dst, where);
+  if (detail::t_extension) [[unlikely]]
+    detail::note_async_copy(c.dst);
+  if (counters::active()) [[unlikely]]
+    counters::hook::lane(counters::hook::Kind::cp_async, counters::hook::site_of(where),
+                         reinterpret_cast<uintptr_t>(src), uint32_t(src_bytes),
+                         reinterpret_cast<uintptr_t>(dst));
   detail::current().async.open.push_back(c);
 }
 

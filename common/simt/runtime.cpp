@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/simt/counters.h"
 #include "common/simt/launch.h"
 #include "common/simt/memory.h"
 
@@ -29,6 +30,7 @@ namespace ctx = boost::context;
 namespace detail {
 
 constinit thread_local ThreadIds* t_current = nullptr;
+constinit thread_local BlockExtension* t_extension = nullptr;
 
 namespace {
 
@@ -311,8 +313,10 @@ struct Block {
   // The whole allocation around smem: the slack before and after it is out of bounds.
   unsigned char* storage_lo = nullptr;
   unsigned char* storage_hi = nullptr;
-  // Per 4-byte word of smem, the last plain store: (thread + 1) << 32 | its visible_epoch then.
+  // Per 4-byte word of smem, the last plain store: (thread + 1) << 32 | its visible_epoch then;
+  // tracked only in an instrumented kernel (track_stores).
   std::vector<uint64_t> stores;
+  bool tracking = false;
   // Per 16-byte chunk of smem, the cp.async in flight into it (thread -1: none).
   struct Pending {
     const char* file;
@@ -332,7 +336,7 @@ struct Block {
   std::unique_ptr<BlockExtension> ext;  // Hopper emulation state (sm90.cpp), if the kernel uses it
   // Vector clocks (ordering_enabled): thread tid's is clocks[tid * nthreads ..], entry u the
   // latest event of thread u known to it. One accumulating clock per barrier id.
-  std::vector<uint32_t> clocks;
+  std::vector<int32_t> clocks;
   SyncClock barrier_clocks[16];
   // Per 16-byte chunk of smem: 1 once anything wrote it since the block started (mark_written).
   std::vector<uint8_t> written;
@@ -358,7 +362,6 @@ thread_local bool t_in_fiber = false;
 // writes the output of a lane that takes none (see LaneSlot).
 alignas(16) constexpr unsigned char kZeroPayload[kCollectivePayload] = {};
 alignas(16) thread_local unsigned char t_scratch_out[kCollectivePayload];
-std::atomic<bool> g_track_stores{false};
 
 // ---- A kernel that faults anyway -------------------------------------------------------------
 // The uninstrumented build does not check plain loads and stores, so a misaligned vector access
@@ -512,6 +515,12 @@ int next_to_run(Block& blk, const Thread& t) {
 // ---- Warp collectives
 // -----------------------------------------------------------------------------
 
+[[gnu::noinline, gnu::cold]] void count_collective(const Block& blk, int warp, uint32_t arrived,
+                                                   const char* kind) {
+  counters::hook::collective(kind, blk.threads[warp * 32 + std::countr_zero(arrived)].where, warp,
+                             arrived, arrived == blk.live_lanes[warp], &blk.slots[warp * 32]);
+}
+
 // Completes the collective (kind, mask) of `warp` if every non-exited lane of the mask waits in
 // it. Returns whether it completed.
 bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, CollectiveFn fn) {
@@ -533,6 +542,8 @@ bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, Collect
     slots[std::countr_zero(m)].out = t_scratch_out;
   }
   fn(CollectiveView{mask, arrived, slots, warp});
+  if (counters::active()) [[unlikely]]
+    count_collective(blk, warp, arrived, kind);
   // Their Thread::wait stays Wait::collective (not worth a cache miss per lane): ready says
   // that they no longer wait.
   if (arrived == ~0u)
@@ -681,6 +692,7 @@ struct LaunchState {
   size_t smem_bytes;
   const std::function<void()>* body;
   Schedule schedule;
+  bool counting;  // counters::active() when the launch began
 };
 
 void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& blk,
@@ -706,6 +718,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   blk.exited = 0;
   blk.idx = bidx;
   blk.ext.reset();
+  t_extension = nullptr;
   // Dynamic shared memory starts as poison (0xFF: NaN as fp16, bf16 and fp32; -1 as an integer).
   // At least 1 KiB of slack on either side, so that an instrumented kernel's access just outside
   // it is recognised as an out-of-bounds shared-memory access.
@@ -717,7 +730,8 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   blk.storage_lo = smem_storage.data();
   blk.storage_hi = smem_storage.data() + smem_storage.size();
   std::memset(blk.smem, 0xFF, L.smem_bytes);
-  if (g_track_stores.load(std::memory_order_relaxed)) blk.stores.assign((L.smem_bytes + 3) / 4, 0);
+  blk.stores.clear();  // allocated when an instrumented kernel starts (track_stores)
+  blk.tracking = false;
   blk.pending.assign((L.smem_bytes + 15) / 16, Block::Pending{nullptr, 0, -1, nullptr});
   blk.written.assign((L.smem_bytes + 15) / 16, 0);
   blk.clocks.clear();
@@ -725,6 +739,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   blk.wake_min = n;
   blk.body = L.body;
   t_block = &blk;
+  if (L.counting) counters::hook::block_begin(n);
 
   for (int tid = 0; tid < n; ++tid) {
     Thread& t = blk.threads[tid];
@@ -862,7 +877,7 @@ void warp_collective(uint32_t mask, const char* kind, const void* in, void* out,
 // Thread tid's vector clock joined with c (an acquire by thread tid).
 void acquire_into(Block& blk, int tid, const SyncClock& c) {
   if (c.empty()) return;
-  uint32_t* clock = &blk.clocks[size_t(tid) * blk.nthreads];
+  int32_t* clock = &blk.clocks[size_t(tid) * blk.nthreads];
   for (size_t i = 0; i < c.size(); ++i) clock[i] = std::max(clock[i], c[i]);
 }
 
@@ -931,6 +946,18 @@ void release_barrier(Block& blk, int id, const simt::where_t& where) {
          " before: two groups of warps share this barrier id, and on a GPU their arrivals can "
          "mix, so that a group passes on the other's arrivals (give each group its own id)");
   }
+  if (counters::active()) [[unlikely]] {
+    counters::hook::barrier(b.where, std::strcmp(b.what, "__syncthreads()") == 0, warps);
+    // A warp all of whose live lanes arrived in this generation has synchronised as a whole.
+    for (uint32_t m = b.warps; m != 0; m &= m - 1) {
+      const int w = std::countr_zero(m);
+      bool whole = true;
+      for (uint32_t l = blk.live_lanes[w]; l != 0 && whole; l &= l - 1)
+        whole =
+            blk.threads[w * 32 + std::countr_zero(l)].barrier_generation[id] == b.generation + 1;
+      if (whole) counters::hook::warp_synced(w);
+    }
+  }
   const bool ordering = !blk.clocks.empty();
   for (int tid = 0; tid < blk.nthreads; ++tid) {
     Thread& x = blk.threads[tid];
@@ -942,7 +969,7 @@ void release_barrier(Block& blk, int id, const simt::where_t& where) {
       woke(blk, tid);
     }
   }
-  if (ordering) std::fill(blk.barrier_clocks[id].begin(), blk.barrier_clocks[id].end(), 0u);
+  if (ordering) std::fill(blk.barrier_clocks[id].begin(), blk.barrier_clocks[id].end(), 0);
   b.arrived = 0;
   b.warps = 0;
   ++b.generation;
@@ -1015,7 +1042,7 @@ bool ordering_enabled() {
 OrderEvent order_event() {
   Block& blk = *t_block;
   const int tid = t_current->tid;
-  uint32_t& own = blk.clocks[size_t(tid) * blk.nthreads + tid];
+  int32_t& own = blk.clocks[size_t(tid) * blk.nthreads + tid];
   return {tid, own++};
 }
 
@@ -1028,7 +1055,7 @@ void release_to(SyncClock& c) {
   Block& blk = *t_block;
   const size_t n = static_cast<size_t>(blk.nthreads);
   if (c.size() != n) c.assign(n, 0);
-  const uint32_t* mine = &blk.clocks[size_t(t_current->tid) * n];
+  const int32_t* mine = &blk.clocks[size_t(t_current->tid) * n];
   for (size_t i = 0; i < n; ++i) c[i] = std::max(c[i], mine[i]);
 }
 
@@ -1066,6 +1093,7 @@ BlockExtension* block_extension() {
 }
 void set_block_extension(BlockExtension* ext) {
   t_block->ext.reset(ext);
+  t_extension = ext;
 }
 
 unsigned char* dynamic_shared_memory() {
@@ -1081,6 +1109,10 @@ int block_threads() {
 
 bool in_kernel() {
   return t_in_fiber;
+}
+
+uint32_t live_lanes(int warp) {
+  return t_block->live_lanes[warp];
 }
 
 void mark_visible() {
@@ -1105,8 +1137,11 @@ void mark_visible(int warp, uint32_t lanes) {
   }
 }
 
-void enable_store_tracking() {
-  g_track_stores = true;
+void track_stores() {
+  Block& blk = *t_block;
+  if (blk.tracking) return;
+  blk.stores.assign((blk.smem_bytes + 3) / 4 + 1, 0);
+  blk.tracking = true;
 }
 
 bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) {
@@ -1116,6 +1151,7 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
   if (a + bytes <= lo || a >= hi) return false;
   const auto s = reinterpret_cast<uintptr_t>(blk.smem);
   const char* kind = write ? "write" : "read";
+  if (blk.stores.empty()) track_stores();  // (an instrumented kernel called it on entry)
   if (a < s || a + bytes > s + blk.smem_bytes) {
     const long long off = static_cast<long long>(a) - static_cast<long long>(s);
     problem = "out-of-bounds shared-memory " + std::string(kind) + " of " + std::to_string(bytes) +
@@ -1139,7 +1175,6 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
       return true;
     }
   }
-  if (blk.stores.empty()) return true;
   const ThreadIds& me = *t_current;
   const size_t w0 = (a - s) / 4, w1 = (a - s + bytes - 1) / 4;
   for (size_t w = w0; w <= w1; ++w) {
@@ -1241,7 +1276,7 @@ void check_shared_read16(const void* p, const char* what, const simt::where_t& w
   if (const Block::Pending& q = blk.pending[off / 16]; q.tid >= 0) [[unlikely]]
     pending_read(q, off, 16, what, where);
   // Only where every store is seen (the instrumented build) is an unwritten chunk known.
-  if (!blk.stores.empty() && !blk.written[off / 16]) [[unlikely]]
+  if (blk.tracking && !blk.written[off / 16]) [[unlikely]]
     unwritten_read(off, what, where);
 }
 
@@ -1356,7 +1391,8 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
       std::fclose(f);
     }
   }
-  const detail::LaunchState L{grid, block, smem, &body, schedule()};
+  const detail::LaunchState L{grid, block, smem, &body, schedule(), counters::active()};
+  if (L.counting) counters::hook::launch();
   const uint64_t nblocks = uint64_t(grid.x) * grid.y * grid.z;
   std::vector<uint64_t> order(nblocks);
   for (uint64_t i = 0; i < nblocks; ++i) order[i] = i;
@@ -1397,6 +1433,7 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
                        static_cast<unsigned>(b / (uint64_t(grid.x) * grid.y))};
       try {
         detail::run_block(L, bidx, b, blk, smem_storage);
+        if (L.counting) counters::hook::block_end();
       } catch (const std::exception& e) {
         std::lock_guard lock(error_mutex);
         if (!failed.exchange(true)) error = e.what();

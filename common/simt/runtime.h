@@ -60,6 +60,9 @@ struct ThreadIds {
 // The CUDA thread running on this OS thread right now.
 // constinit: no dynamic initialisation, so other files read it directly (no TLS wrapper call).
 extern thread_local constinit ThreadIds* t_current;
+// The running block's extension (block_extension() below), read inline on hot paths.
+struct BlockExtension;
+extern thread_local constinit BlockExtension* t_extension;
 
 inline ThreadIds& current() {
   return *t_current;
@@ -134,9 +137,10 @@ void mark_visible(int warp, uint32_t lanes);
 // Checks an access of `bytes` at `a` against the block's shared memory: returns false when it
 // does not touch the shared-memory allocation at all; otherwise true, with `problem` set when it
 // is out of bounds or reads a word another lane of the warp stored since that lane's last
-// visibility point. Tracks stores per 4-byte word once enable_store_tracking() was called.
+// visibility point. Tracks stores per 4-byte word once track_stores() was called in the block: an
+// instrumented kernel calls it on entry, and only such a kernel's every store is seen.
 bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem);
-void enable_store_tracking();
+void track_stores();
 // Asynchronous copies into shared memory (cp.async): between issue and landing the 16 bytes at
 // `dst` are pending; any read of them (ldmatrix, or a load of an instrumented kernel) is an
 // error naming the issuing thread and line. Landing also forgets who last stored there.
@@ -180,7 +184,7 @@ void set_block_extension(BlockExtension* ext);  // the block takes ownership
 // one pays nothing. Events before that point are never asked about, so starting late loses nothing.
 struct OrderEvent {
   int tid = -1;
-  uint32_t clock = 0;
+  int32_t clock = 0;
 };
 void enable_ordering();
 bool ordering_enabled();
@@ -191,9 +195,15 @@ OrderEvent order_event();
 bool ordered_before(const OrderEvent& e, int tid);
 // A synchronisation object's clock: release joins the calling thread's clock into it, acquire
 // joins it into the calling thread's.
-using SyncClock = std::vector<uint32_t>;
+using SyncClock = std::vector<int32_t>;  // signed: the joins vectorise with SSE2
 void release_to(SyncClock& c);
 void acquire_from(const SyncClock& c);
+
+// The lanes of `warp` that exist and have not exited (a bit each).
+uint32_t live_lanes(int warp);
+// The source lines of code addresses (instrumented accesses), as checks.cpp reports them:
+// "file:line", ", inlined into file:line" for inlined helpers. One addr2line run per module.
+std::vector<std::string> source_lines_of(const std::vector<uintptr_t>& pcs);
 
 // ---- Which shared memory has ever been written -------------------------------------------------
 // Per 16-byte chunk since the block started: landed copies (cp.async, TMA), the stores an
@@ -208,7 +218,8 @@ bool stores_tracked();
 // reports of a read before it landed name `via` (which must outlive the block) instead of the
 // issuer's cp.async.wait_group.
 void async_via_mbarrier(const void* dst, const std::string* via);
-// cp.async in ptx.cpp tells the Hopper emulations (when the block uses them) where it writes.
+// cp.async in ptx.cpp tells the Hopper emulations (when the block uses them: t_extension) where it
+// writes.
 void note_async_copy(const void* dst);
 
 }  // namespace detail

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/simt/counters.h"
 #include "common/simt/runtime.h"
 
 namespace simt {
@@ -164,7 +165,7 @@ struct ThreadState {
   bool waited_wgmma = false;
   MBarrier* last_waited = nullptr;  // the mbarrier this thread last waited on (guards)
   // This thread's proxy fences: (its clock at the fence, the block's fence number).
-  std::vector<std::pair<uint32_t, uint32_t>> fences;
+  std::vector<std::pair<int32_t, uint32_t>> fences;
 };
 
 struct Sm90Block final : detail::BlockExtension {
@@ -181,7 +182,8 @@ struct Sm90Block final : detail::BlockExtension {
   // The async proxy's happens-before (fence_proxy_async_shared): per 2-byte element of shared
   // memory, the number of the first proxy fence after the last generic store that changed it (0:
   // nothing to order: never stored, or written by TMA). A wgmma may read it only if some proxy
-  // fence numbered that or later happens before every thread that issues the wgmma.
+  // fence numbered that or later happens before every thread that issues the wgmma. Allocated at
+  // the block's first fence.
   std::vector<uint32_t> first_fence;
   uint32_t fences = 0;
   std::vector<int> fencers;        // threads that have fenced
@@ -226,9 +228,10 @@ struct Sm90Block final : detail::BlockExtension {
 };
 
 Sm90Block& ext() {
-  auto* e = dynamic_cast<Sm90Block*>(detail::block_extension());
-  if (e) return *e;
+  // The only extension a block gets is this one (detail::t_extension: no call, no dynamic_cast).
+  if (detail::t_extension) return *static_cast<Sm90Block*>(detail::t_extension);
   auto made = std::make_unique<Sm90Block>();
+  Sm90Block* e = made.get();
   const int n = detail::block_threads();
   // The async proxy has seen shared memory as the block started: all poison.
   made->async_view.assign(detail::dynamic_shared_memory_bytes(), 0xFF);
@@ -239,10 +242,8 @@ Sm90Block& ext() {
   made->entry_regs = entry > 0 ? entry : std::min(255, 65536 / n / 8 * 8);
   made->pool = int64_t(made->entry_regs) * n;
   made->pool_free = 0;
-  made->first_fence.assign(detail::dynamic_shared_memory_bytes() / 2 + 1, 0);
   made->fence_ok.assign(made->warpgroups.size(), 0);
   detail::enable_ordering();
-  e = made.get();
   detail::set_block_extension(made.release());
   return *e;
 }
@@ -267,6 +268,8 @@ MBarrier& barrier_at(uint64_t* bar, const char* what, const where_t& where) {
     fail_at(what, where, "mbarrier at shared " + hex(a) + " used before mbarrier.init");
   if (!detail::ordered_before(it->second.init_event, detail::current().tid)) [[unlikely]]
     unordered_use(it->second, what, where);
+  if (counters::active()) [[unlikely]]
+    counters::hook::lane(counters::hook::Kind::mbarrier, counters::hook::site_of(where), 0, 0);
   return it->second;
 }
 
@@ -287,6 +290,8 @@ void land(const Landing& l) {
     if (l.async) {
       std::memcpy(&e.async_view[l.chunk_addr[c]], &l.bytes[16 * c], 16);
       e.tma_chunk[l.chunk_addr[c] / 16] = -1;
+      if (!e.first_fence.empty())  // the async proxy wrote them: no generic store to order
+        std::fill_n(&e.first_fence[l.chunk_addr[c] / 2], 8, 0u);
     }
   }
 }
@@ -308,7 +313,7 @@ void complete_phase(MBarrier& b) {
   b.inflight_bytes = 0;
   b.tx = 0;
   std::swap(b.done[b.phase & 1], b.acc);
-  std::fill(b.acc.begin(), b.acc.end(), 0u);
+  std::fill(b.acc.begin(), b.acc.end(), 0);
   ++b.phase;
   b.pending = b.count;
   for (const auto& [tid, w] : b.waiters)
@@ -512,6 +517,23 @@ void cp_async_mbarrier_arrive_noinc(uint64_t* bar, const where_t& where) {
 
 // ---- TMA ----------------------------------------------------------------------------------------
 
+namespace {
+// The global address of element e of a box of n[0] x n[1] x ... elements at `coords` (dimension 0
+// innermost), or nullptr when it lies outside the tensor (TMA fills it with zero).
+const unsigned char* element_source(const TensorMap* map, const int32_t* coords, const uint64_t* n,
+                                    int rank, uint64_t e) {
+  const unsigned char* src = map->global;
+  for (int i = 0; i < rank; ++i) {
+    const uint64_t idx = e % n[i];
+    e /= n[i];
+    const int64_t x = int64_t(coords[i]) + int64_t(idx) * (i == 0 ? 1 : map->element_strides[i]);
+    if (x < 0 || x >= int64_t(map->dims[i])) return nullptr;
+    src += uint64_t(x) * map->strides[i];
+  }
+  return src;
+}
+}  // namespace
+
 void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coords, int rank,
               const where_t& where) {
   const char* what = "cp.async.bulk.tensor";
@@ -552,25 +574,18 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
   detail::check_shared(dst, bytes, 128, what, where);
   // The dense box, dimension 0 innermost; an element outside the tensor reads as zero.
   Landing l{{}, std::vector<unsigned char>(bytes, 0), true};
-  uint64_t idx[5] = {};
-  for (uint64_t e = 0; e < bytes / es; ++e) {
-    uint64_t rest = e;
-    bool inside = true;
-    const unsigned char* src = map->global;
-    for (int i = 0; i < rank; ++i) {
-      idx[i] = rest % n[i];
-      rest /= n[i];
-      const int64_t x =
-          int64_t(coords[i]) + int64_t(idx[i]) * (i == 0 ? 1 : map->element_strides[i]);
-      if (x < 0 || x >= int64_t(map->dims[i]))
-        inside = false;
-      else
-        src += uint64_t(x) * map->strides[i];
-    }
-    if (inside) std::memcpy(&l.bytes[e * es], src, es);
-  }
+  for (uint64_t e = 0; e < bytes / es; ++e)
+    if (const unsigned char* src = element_source(map, coords, n, rank, e))
+      std::memcpy(&l.bytes[e * es], src, es);
   for (uint64_t c = 0; c < bytes / 16; ++c)
     l.chunk_addr.push_back(swizzle_address(base + uint32_t(16 * c), map->swizzle));
+  if (counters::active()) [[unlikely]] {
+    std::vector<uintptr_t> pieces;  // the box's elements inside the tensor, for its sectors
+    for (uint64_t e = 0; e < bytes / es; ++e)
+      if (const unsigned char* src = element_source(map, coords, n, rank, e))
+        pieces.push_back(reinterpret_cast<uintptr_t>(src));
+    counters::hook::tma(where, pieces, es, bytes);
+  }
   // Poison the destination now (in both proxies' views): it reads as NaN until the copy lands.
   Sm90Block& e = ext();
   e.tma_sites.push_back(where);
@@ -588,7 +603,6 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
 
 namespace detail {
 void note_async_copy(const void* dst) {
-  if (!block_extension()) return;  // a kernel that uses no mbarrier guards nothing
   guard(ext().threads[current().tid], shared_address(dst, where_t::current()), 16);
 }
 }  // namespace detail
@@ -606,6 +620,7 @@ void fence_proxy_async_shared(const where_t& where) {
   Sm90Block& e = ext();
   const detail::OrderEvent ev = detail::order_event();
   const uint32_t seq = ++e.fences;
+  if (e.first_fence.empty()) e.first_fence.assign(e.async_view.size() / 2 + 1, 0);
   ThreadState& t = e.threads[detail::current().tid];
   if (t.fences.empty()) e.fencers.push_back(detail::current().tid);
   t.fences.emplace_back(ev.clock, seq);
@@ -709,7 +724,8 @@ float element(uint32_t addr, WgmmaType t, const char* which, const where_t& wher
             std::string("matrix ") + which + " at shared " + hex(addr) +
                 " reads shared memory that nothing has written since the block started (no TMA "
                 "landed there and no store was fenced: a wrong ring stage, descriptor or offset?)");
-  if (const uint32_t need = e.first_fence[addr / 2]; need > e.fence_ok[size_t(wg)]) [[unlikely]] {
+  if (const uint32_t need = e.first_fence.empty() ? 0 : e.first_fence[addr / 2];
+      need > e.fence_ok[size_t(wg)]) [[unlikely]] {
     e.fence_ok[size_t(wg)] = fences_ordered_before(e, wg);
     if (need > e.fence_ok[size_t(wg)])
       fail_at(kWgmma, where,
@@ -858,6 +874,8 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
       }
     }
   });
+  if (counters::active() && me == 0) [[unlikely]]  // once per warpgroup instance
+    counters::hook::wgmma(where, n, a_regs == nullptr);
   WgmmaPending p;
   p.d = d, p.count = n / 2, p.read = g.read, p.issued_at = where;
   if (a_regs) p.a_regs = a_regs, std::memcpy(p.a_bits, a_regs, sizeof p.a_bits);

@@ -1,0 +1,404 @@
+// The counters (counters.h): lanes grouped into warp-level instructions, each instruction's
+// sectors and wavefronts, per site, merged per source line at the end.
+#include "common/simt/counters.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "common/simt/memory.h"
+#include "common/simt/ptx.h"
+#include "common/simt/runtime.h"
+
+namespace simt::counters {
+
+std::atomic<bool> g_active{false};
+
+void Counts::add(const Counts& o) {
+  gld_requests += o.gld_requests, gld_sectors += o.gld_sectors, gld_bytes += o.gld_bytes;
+  gst_requests += o.gst_requests, gst_sectors += o.gst_sectors, gst_bytes += o.gst_bytes;
+  ldgsts_requests += o.ldgsts_requests, ldgsts_sectors += o.ldgsts_sectors;
+  ldgsts_bytes += o.ldgsts_bytes;
+  ldgsts_wavefronts += o.ldgsts_wavefronts, ldgsts_ideal += o.ldgsts_ideal;
+  tma_copies += o.tma_copies, tma_sectors += o.tma_sectors, tma_bytes += o.tma_bytes;
+  lds_inst += o.lds_inst, lds_wavefronts += o.lds_wavefronts, lds_ideal += o.lds_ideal;
+  sts_inst += o.sts_inst, sts_wavefronts += o.sts_wavefronts, sts_ideal += o.sts_ideal;
+  ldsm_inst += o.ldsm_inst, ldsm_wavefronts += o.ldsm_wavefronts, ldsm_ideal += o.ldsm_ideal;
+  mma += o.mma, wgmma += o.wgmma, wgmma_smem_bytes += o.wgmma_smem_bytes;
+  tensor_flops += o.tensor_flops;
+  block_barriers += o.block_barriers, named_barriers += o.named_barriers;
+  mbarrier_ops += o.mbarrier_ops, shuffles += o.shuffles, votes += o.votes;
+}
+
+namespace {
+
+using hook::Kind;
+
+// What the finished blocks counted, per site, and the launches.
+std::mutex g_mutex;
+std::unordered_map<uint64_t, Counts> g_sites;
+uint64_t g_launches = 0;
+
+// Per device buffer touched: a bit per byte (distinct bytes), and the bytes its sectors moved.
+struct BufferBits {
+  BufferSpan span;
+  std::unique_ptr<std::atomic<uint64_t>[]> bits;
+  std::atomic<uint64_t> moved{0};
+};
+std::mutex g_buffers_mutex;
+std::map<uintptr_t, std::unique_ptr<BufferBits>> g_buffers;  // by the data's first byte
+std::atomic<uint64_t> g_generation{0};  // moves on at start(): cached pointers into g_buffers die
+
+BufferBits* buffer_at(uintptr_t a) {
+  thread_local BufferBits* last = nullptr;
+  thread_local uint64_t last_generation = ~uint64_t(0);
+  if (last_generation != g_generation.load(std::memory_order_relaxed)) last = nullptr;
+  if (last && a >= last->span.data && a < last->span.data + last->span.bytes) return last;
+  last_generation = g_generation.load(std::memory_order_relaxed);
+  BufferSpan span;
+  if (!find_buffer(reinterpret_cast<const void*>(a), span)) return nullptr;
+  std::lock_guard lock(g_buffers_mutex);
+  auto& b = g_buffers[span.data];
+  if (!b || b->span.bytes != span.bytes) {
+    b = std::make_unique<BufferBits>();
+    b->span = span;
+    const size_t words = (span.bytes + 63) / 64;
+    b->bits = std::make_unique<std::atomic<uint64_t>[]>(words);
+    for (size_t w = 0; w < words; ++w) b->bits[w].store(0, std::memory_order_relaxed);
+  }
+  return last = b.get();
+}
+
+// Marks [a, a + n) of device memory as touched.
+void touch(uintptr_t a, uint32_t n) {
+  for (uintptr_t x = a; x < a + n;) {
+    BufferBits* b = buffer_at(x);
+    if (!b) {
+      ++x;
+      continue;
+    }
+    const uintptr_t end = std::min<uintptr_t>(a + n, b->span.data + b->span.bytes);
+    for (; x < end; ++x) {
+      const size_t i = x - b->span.data;
+      b->bits[i / 64].fetch_or(uint64_t(1) << (i % 64), std::memory_order_relaxed);
+    }
+  }
+}
+
+// Counts the distinct sectors of `sectors` (sector numbers, a >> 5), and credits 32 bytes of
+// each to the buffer that holds it (buffers start 256-byte aligned). Sorts `sectors`.
+uint64_t distinct_sectors(std::vector<uintptr_t>& sectors) {
+  std::sort(sectors.begin(), sectors.end());
+  sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
+  for (uintptr_t s : sectors)
+    if (BufferBits* b = buffer_at(s << 5)) b->moved.fetch_add(32, std::memory_order_relaxed);
+  return sectors.size();
+}
+
+struct LaneRec {
+  uintptr_t addr, addr2;
+  uint32_t bytes;
+};
+
+struct Instance {
+  Kind kind;
+  uint64_t site;
+  uint32_t lanes = 0;
+  LaneRec rec[32];
+};
+
+struct Key {
+  uint64_t site;
+  uint64_t occurrence;
+  bool operator==(const Key& o) const { return site == o.site && occurrence == o.occurrence; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    return std::hash<uint64_t>()(k.site * 0x9E3779B97F4A7C15ull ^ k.occurrence);
+  }
+};
+
+// A worker thread's counting state for the block it runs.
+struct BlockState {
+  int nthreads = 0;
+  // Per thread: how often it reached each site since its warp last synchronised as a whole.
+  std::vector<std::unordered_map<uint64_t, uint64_t>> occurrences;
+  // Per warp: its instructions that some of its lanes have reached and others not yet.
+  std::vector<std::unordered_map<Key, Instance, KeyHash>> open;
+  std::unordered_map<uint64_t, Counts> sites;
+};
+thread_local BlockState t_block;
+
+// The wavefronts one group of lanes needs: the most distinct 4-byte words any bank holds.
+uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool second) {
+  uint32_t words[32 * 4];
+  int count = 0;
+  for (int i = 0; i < n; ++i) {
+    const LaneRec& r = rec[lanes[i]];
+    const uintptr_t a = second ? r.addr2 : r.addr;
+    const uint32_t bytes = second ? 16 : r.bytes;
+    if (bytes == 0) continue;
+    for (uintptr_t w = a / 4; w <= (a + bytes - 1) / 4; ++w) words[count++] = uint32_t(w);
+  }
+  if (count == 0) return 0;
+  std::sort(words, words + count);
+  count = int(std::unique(words, words + count) - words);
+  int per_bank[32] = {};
+  int most = 0;
+  for (int i = 0; i < count; ++i) most = std::max(most, ++per_bank[words[i] % 32]);
+  return uint64_t(most);
+}
+
+// The wavefronts of a warp-level shared-memory instruction whose lanes access `width` bytes each,
+// and the fewest it could take: groups of 32, 16 or 8 lanes (at most 128 bytes a wavefront).
+void shared_wavefronts(const Instance& in, uint32_t width, bool second, uint64_t& wavefronts,
+                       uint64_t& ideal) {
+  const int group = width <= 4 ? 32 : width <= 8 ? 16 : 8;
+  for (int g0 = 0; g0 < 32; g0 += group) {
+    uint32_t lanes[32];
+    int n = 0;
+    for (int l = g0; l < g0 + group; ++l)
+      if (in.lanes >> l & 1u) lanes[n++] = uint32_t(l);
+    const uint64_t w = group_wavefronts(in.rec, lanes, n, second);
+    wavefronts += w;
+    ideal += w > 0 ? 1 : 0;
+  }
+}
+
+// Global side: one request, its distinct sectors, the bytes asked for.
+void global_request(const Instance& in, uint64_t& requests, uint64_t& sectors, uint64_t& bytes) {
+  std::vector<uintptr_t> s;
+  uint64_t asked = 0;
+  for (int l = 0; l < 32; ++l) {
+    if (!(in.lanes >> l & 1u)) continue;
+    const LaneRec& r = in.rec[l];
+    if (r.bytes == 0) continue;
+    asked += r.bytes;
+    touch(r.addr, r.bytes);
+    for (uintptr_t x = r.addr >> 5; x <= (r.addr + r.bytes - 1) >> 5; ++x) s.push_back(x);
+  }
+  if (asked == 0) return;  // every lane zero-filled (cp.async with no source bytes)
+  ++requests;
+  sectors += distinct_sectors(s);
+  bytes += asked;
+}
+
+void finish(const Instance& in) {
+  Counts& c = t_block.sites[in.site];
+  const int first = std::countr_zero(in.lanes);
+  switch (in.kind) {
+    case Kind::global_load: global_request(in, c.gld_requests, c.gld_sectors, c.gld_bytes); break;
+    case Kind::global_store: global_request(in, c.gst_requests, c.gst_sectors, c.gst_bytes); break;
+    case Kind::shared_load:
+      ++c.lds_inst;
+      shared_wavefronts(in, in.rec[first].bytes, false, c.lds_wavefronts, c.lds_ideal);
+      break;
+    case Kind::shared_store:
+      ++c.sts_inst;
+      shared_wavefronts(in, in.rec[first].bytes, false, c.sts_wavefronts, c.sts_ideal);
+      break;
+    case Kind::cp_async:
+      global_request(in, c.ldgsts_requests, c.ldgsts_sectors, c.ldgsts_bytes);
+      shared_wavefronts(in, 16, true, c.ldgsts_wavefronts, c.ldgsts_ideal);
+      break;
+    case Kind::ldmatrix:
+      ++c.ldsm_inst;
+      for (int m = 0; m < 4; ++m) {  // one group of eight rows per matrix
+        uint32_t lanes[8];
+        int n = 0;
+        for (int l = 8 * m; l < 8 * m + 8; ++l)
+          if ((in.lanes >> l & 1u) && in.rec[l].bytes) lanes[n++] = uint32_t(l);
+        const uint64_t w = group_wavefronts(in.rec, lanes, n, false);
+        c.ldsm_wavefronts += w;
+        c.ldsm_ideal += w > 0 ? 1 : 0;
+      }
+      break;
+    case Kind::mbarrier: ++c.mbarrier_ops; break;
+  }
+}
+
+void flush(int warp) {
+  auto& open = t_block.open[size_t(warp)];
+  for (const auto& entry : open) finish(entry.second);
+  open.clear();
+}
+
+}  // namespace
+
+// ---- Starting and stopping, and the report ------------------------------------------------------
+
+void start() {
+  std::lock_guard lock(g_mutex);
+  g_sites.clear();
+  g_launches = 0;
+  {
+    std::lock_guard b(g_buffers_mutex);
+    g_buffers.clear();
+  }
+  ++g_generation;
+  g_active.store(true, std::memory_order_release);
+}
+
+Report stop() {
+  g_active.store(false, std::memory_order_release);
+  Report r;
+  std::unordered_map<uint64_t, Counts> sites;
+  {
+    std::lock_guard lock(g_mutex);
+    sites.swap(g_sites);
+    r.launches = g_launches;
+  }
+  // Source lines: a kernel line for an emulation's site, the debug information for a code
+  // address (resolved all at once).
+  std::vector<uintptr_t> pcs;
+  for (const auto& entry : sites)
+    if (!(entry.first >> 63)) pcs.push_back(uintptr_t(entry.first));
+  const std::vector<std::string> pc_lines = detail::source_lines_of(pcs);
+  std::map<std::string, Counts> by_line;
+  size_t next_pc = 0;
+  for (const auto& entry : sites) {
+    std::string where;
+    if (entry.first >> 63) {
+      const uint64_t k = entry.first & ~(uint64_t(1) << 63);
+      where = detail::short_location(reinterpret_cast<const char*>(k >> 16), unsigned(k & 0xFFFF));
+    } else {
+      where = pc_lines[next_pc++];
+    }
+    by_line[where].add(entry.second);
+    r.total.add(entry.second);
+  }
+  for (auto& [where, counts] : by_line) r.lines.push_back({where, counts});
+  std::sort(r.lines.begin(), r.lines.end(), [](const Line& a, const Line& b) {
+    return a.counts.global_sectors() != b.counts.global_sectors()
+               ? a.counts.global_sectors() > b.counts.global_sectors()
+               : a.where < b.where;
+  });
+  std::lock_guard b(g_buffers_mutex);
+  for (const auto& entry : g_buffers) {
+    const BufferBits& bits = *entry.second;
+    Buffer out{*bits.span.label, bits.span.bytes, 0, bits.moved.load()};
+    for (size_t w = 0; w < (bits.span.bytes + 63) / 64; ++w)
+      out.distinct += uint64_t(std::popcount(bits.bits[w].load(std::memory_order_relaxed)));
+    r.buffers.push_back(out);
+  }
+  g_buffers.clear();
+  return r;
+}
+
+// ---- Hooks
+// ----------------------------------------------------------------------------------------
+
+namespace hook {
+
+uint64_t site_of(const where_t& where) {
+  // The file name's address (a string literal: fixed) and the line, tagged by the top bit.
+  return uint64_t(1) << 63 | uint64_t(reinterpret_cast<uintptr_t>(where.file_name())) << 16 |
+         (where.line() & 0xFFFF);
+}
+
+void lane(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes, uintptr_t addr2) {
+  BlockState& b = t_block;
+  const detail::ThreadIds& me = detail::current();
+  const uint64_t occurrence = b.occurrences[size_t(me.tid)][site]++;
+  auto& open = b.open[size_t(me.warp)];
+  auto [it, fresh] = open.try_emplace(Key{site, occurrence});
+  Instance& in = it->second;
+  if (fresh) in.kind = kind, in.site = site;
+  in.lanes |= 1u << me.lane;
+  in.rec[me.lane] = {addr, addr2, bytes};
+  if (in.lanes == detail::live_lanes(me.warp)) {
+    finish(in);
+    open.erase(it);
+  }
+}
+
+void collective(const char* kind, const where_t& where, int warp, uint32_t arrived, bool whole_warp,
+                const detail::LaneSlot* lanes) {
+  auto starts = [&](const char* prefix) {
+    return std::strncmp(kind, prefix, std::strlen(prefix)) == 0;
+  };
+  if (kind == detail::kLdmatrix) {  // the rows lanes 8j .. 8j + 7 gave, per matrix j
+    Instance in;
+    in.kind = Kind::ldmatrix;
+    in.site = site_of(where);
+    in.lanes = arrived;
+    for (uint32_t m = arrived; m != 0; m &= m - 1) {
+      const int l = std::countr_zero(m);
+      const auto* x = reinterpret_cast<const detail::LdmatrixIn*>(lanes[l].in);
+      in.rec[l] = {reinterpret_cast<uintptr_t>(x->row), 0, l < 8 * x->count ? 16u : 0u};
+    }
+    finish(in);
+  } else if (starts("mma")) {
+    Counts& c = t_block.sites[site_of(where)];
+    ++c.mma;
+    c.tensor_flops += 2.0 * 16 * 8 * 16;  // m16n8k16
+  } else if (starts("__shfl")) {
+    ++t_block.sites[site_of(where)].shuffles;
+  } else if (starts("__ballot") || starts("__any") || starts("__all") || starts("__syncwarp")) {
+    ++t_block.sites[site_of(where)].votes;
+  }
+  if (whole_warp) warp_synced(warp);
+}
+
+void wgmma(const where_t& where, int n, bool a_from_shared) {
+  Counts& c = t_block.sites[site_of(where)];
+  ++c.wgmma;
+  c.tensor_flops += 2.0 * 64 * n * 16;
+  c.wgmma_smem_bytes += uint64_t(a_from_shared ? 64 * 16 * 2 : 0) + uint64_t(n) * 16 * 2;
+}
+
+void tma(const where_t& where, const std::vector<uintptr_t>& global_addrs, uint32_t piece,
+         uint64_t bytes) {
+  Counts& c = t_block.sites[site_of(where)];
+  ++c.tma_copies;
+  c.tma_bytes += bytes;
+  std::vector<uintptr_t> sectors;
+  sectors.reserve(global_addrs.size());
+  for (uintptr_t a : global_addrs) {
+    touch(a, piece);
+    for (uintptr_t x = a >> 5; x <= (a + piece - 1) >> 5; ++x) sectors.push_back(x);
+  }
+  c.tma_sectors += distinct_sectors(sectors);
+}
+
+void barrier(const where_t& where, bool block_barrier, int warps) {
+  Counts& c = t_block.sites[site_of(where)];
+  (block_barrier ? c.block_barriers : c.named_barriers) += uint64_t(warps);
+}
+
+void block_begin(int nthreads) {
+  BlockState& b = t_block;
+  b.nthreads = nthreads;
+  b.occurrences.assign(size_t(nthreads), {});
+  b.open.assign(size_t((nthreads + 31) / 32), {});
+  b.sites.clear();
+}
+
+void block_end() {
+  BlockState& b = t_block;
+  for (int w = 0; w < int(b.open.size()); ++w) flush(w);
+  std::lock_guard lock(g_mutex);
+  for (const auto& [site, counts] : b.sites) g_sites[site].add(counts);
+  b.sites.clear();
+}
+
+void launch() {
+  std::lock_guard lock(g_mutex);
+  ++g_launches;
+}
+
+void warp_synced(int warp) {
+  BlockState& b = t_block;
+  if (size_t(warp) >= b.open.size()) return;
+  flush(warp);
+  for (int t = 32 * warp; t < std::min(32 * warp + 32, b.nthreads); ++t)
+    b.occurrences[size_t(t)].clear();
+}
+
+}  // namespace hook
+}  // namespace simt::counters
