@@ -15,11 +15,11 @@ const std::vector<std::string>& csv_columns() {
       "toolkit", "driver", "sm_clock_mhz", "timestamp",
       // --counters (empty otherwise): common/simt/counters.h, docs/profiling.md
       "counted", "gld_requests", "gld_sectors", "gld_bytes", "gst_requests", "gst_sectors",
-      "gst_bytes", "ldgsts_requests", "ldgsts_sectors", "tma_copies", "tma_sectors",
-      "dram_bytes_min", "global_bytes_moved", "lds_wavefronts", "lds_conflicts", "sts_wavefronts",
-      "sts_conflicts", "ldsm_wavefronts", "ldsm_conflicts", "ldgsts_conflicts", "mma", "wgmma",
-      "tensor_flops", "tensor_share", "block_barriers", "named_barriers", "mbarrier_ops",
-      "shuffles", "votes",
+      "gst_bytes", "ldgsts_requests", "ldgsts_sectors", "ldgsts_bytes", "tma_copies", "tma_sectors",
+      "tma_bytes", "dram_bytes_min", "global_bytes_moved", "lds_wavefronts", "lds_conflicts",
+      "sts_wavefronts", "sts_conflicts", "ldsm_wavefronts", "ldsm_conflicts", "ldgsts_conflicts",
+      "mma", "wgmma", "tensor_flops", "tensor_share", "block_barriers", "named_barriers",
+      "mbarrier_ops", "shuffles", "votes",
       // the speed-of-light model of the counted run (a model, not a measurement)
       "model_gpu", "model_us", "model_bound"};
   return cols;
@@ -95,8 +95,10 @@ std::vector<std::string> csv_fields(const ResultRow& r) {
                                u(c.gst_bytes),
                                u(c.ldgsts_requests),
                                u(c.ldgsts_sectors),
+                               u(c.ldgsts_bytes),
                                u(c.tma_copies),
                                u(c.tma_sectors),
+                               u(c.tma_bytes),
                                u(distinct),
                                u(moved),
                                u(c.lds_wavefronts),

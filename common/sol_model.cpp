@@ -21,8 +21,10 @@ namespace {
 //   and 128 on the others (CUDA C++ Programming Guide, "Arithmetic Instructions", throughput of
 //   32-bit floating-point add, multiply, multiply-add per clock per SM);
 // - the SFU: 16 ex2 per clock per SM (the same table: base-2 exponential);
-// - shared memory: 32 banks of 32 bits per clock (CUDA C++ Programming Guide, "Shared Memory"):
-//   128 bytes, one wavefront, per clock per SM.
+// - the L1/shared-memory data path: 32 banks of 32 bits per clock (CUDA C++ Programming Guide,
+//   "Shared Memory"): 128 bytes, one wavefront, per clock per SM, the L1 bandwidth the A100 and
+//   H100 architecture whitepapers give (128 bytes per clock per SM). Global sectors pass through
+//   it too (L1TEX), four 32-byte sectors a clock.
 // RTX 5070 (derived, see above): 48 SMs x its clock (FP32 TFLOPS / (48 x 128 x 2)) x 512.
 constexpr double kRtx5070Tensor = 48 * (30.9e3 / (48 * 128 * 2.0)) * 512 / 1e3;
 
@@ -88,16 +90,18 @@ SolModel speed_of_light(const GpuSpec& gpu, const Problem& p, const simt::counte
   for (const auto& b : r.buffers) distinct += b.distinct;
   const double cuda_core_flops = std::max(0.0, p.flops() - c.tensor_flops);
   const double exps = double(p.visible_pairs());
+  // The L1/shared data path: shared wavefronts, wgmma's and TMA's shared bytes, and global
+  // sectors, in 128-byte units (one a clock per SM).
   const double wavefronts =
       double(c.lds_wavefronts + c.sts_wavefronts + c.ldsm_wavefronts + c.ldgsts_wavefronts) +
-      double(c.wgmma_smem_bytes + c.tma_bytes) / gpu.shared_b_per_clk_sm;
+      double(c.wgmma_smem_bytes + c.tma_bytes + 32 * c.global_sectors()) / gpu.shared_b_per_clk_sm;
   SolModel m;
   m.gpu = &gpu;
   m.bounds = {
       {"tensor", c.tensor_flops / (gpu.tensor_tflops * 1e6), fmt(c.tensor_flops / 1e9, "GFLOP")},
       {"fp32", cuda_core_flops / (gpu.fp32_tflops * 1e6), fmt(cuda_core_flops / 1e9, "GFLOP")},
       {"sfu", exps / (gpu.sfu_per_clk_sm * clocks_per_us), fmt(exps / 1e6, "M exp")},
-      {"shared", wavefronts / clocks_per_us, fmt(wavefronts / 1e6, "M wavefronts")},
+      {"l1", wavefronts / clocks_per_us, fmt(wavefronts / 1e6, "M wavefronts")},
       {"dram", double(distinct) / (gpu.dram_gb_s * 1e3), fmt(double(distinct) / 1e6, "MB")},
   };
   std::sort(m.bounds.begin(), m.bounds.end(),

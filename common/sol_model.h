@@ -22,7 +22,7 @@ struct GpuSpec {
   double fp32_tflops;          // FFMA counted as 2 FLOPs
   double dram_gb_s;            // DRAM bandwidth
   double sfu_per_clk_sm;       // ex2.approx (MUFU) per clock per SM
-  double shared_b_per_clk_sm;  // shared-memory bandwidth: 32 banks x 4 bytes, one wavefront a clock
+  double shared_b_per_clk_sm;  // L1/shared bandwidth: 32 banks x 4 bytes, one wavefront a clock
   std::string source;          // where the figures come from
 };
 
@@ -31,7 +31,7 @@ const std::vector<GpuSpec>& model_gpus();
 const GpuSpec* find_gpu(const std::string& name);
 
 struct UnitBound {
-  std::string unit;  // "tensor", "fp32", "sfu", "shared", "dram"
+  std::string unit;  // "tensor", "fp32", "sfu", "l1" (the L1/shared data path), "dram"
   double us;         // the least time that unit needs, in microseconds (model)
   std::string what;  // the work it is for ("2.15 GFLOP of mma/wgmma")
 };

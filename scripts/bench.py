@@ -11,7 +11,10 @@ Grids:
          with a GPU)
 
 Each run is a step executable with --csv, so the rows carry the full provenance (device, SM clock,
-driver, toolkit, commit). Shapes small enough for the FP64 reference on the CPU are checked;
+driver, toolkit, commit). On the CPU backend the kernel steps also run with --counters (where the
+build has their counted copies, bin/counted/): the rows then carry what Nsight Compute would
+count and the speed-of-light model (--model-gpu, default H100 SXM), which scripts/chart.py draws
+instead of the emulator's time. Shapes small enough for the FP64 reference on the CPU are checked;
 larger ones run with --no-check (the tests check correctness). On a GPU, timing is CUDA events
 around each iteration, median of --iters after --warmup, with L2 flushed before each one.
 Exit status: 0 if every run passed (or was unchecked), 1 if any failed.
@@ -86,6 +89,10 @@ def main():
     ap.add_argument("--iters", type=int)
     ap.add_argument("--warmup", type=int)
     ap.add_argument("--dtype", choices=["fp16", "bf16"], default="fp16")
+    ap.add_argument("--model-gpu", default="H100 SXM",
+                    help="the GPU of the counted rows' speed-of-light model (CPU backend)")
+    ap.add_argument("--no-counters", action="store_true",
+                    help="on the CPU backend, do not count (faster; the chart then shows times)")
     args = ap.parse_args()
 
     bindir = os.path.join(args.build, "bin")
@@ -131,6 +138,9 @@ def main():
             cmd.append("--causal")
         if variant:
             cmd += ["--variant", variant]
+        if (backend == "cpu" and step != "step0_reference" and not args.no_counters
+                and os.path.exists(os.path.join(bindir, "counted", step))):
+            cmd += ["--counters", "--model-gpu", args.model_gpu]
         if flops(s) > CHECK_FLOPS_LIMIT:
             cmd.append("--no-check")
         r = subprocess.run(cmd, capture_output=True, text=True)

@@ -4,14 +4,18 @@
     scripts/chart.py results/results.csv [more.csv ...] [--out results/chart]
                      [--gpu-spec A100|H100|H200|L4|RTX4090] [--readme README.md]
 
-Writes OUT.png and OUT.svg with two panels:
+Writes OUT.png and OUT.svg. From a GPU's rows, two panels:
   1. measured: TFLOPS of every step for each shape (log scale), speed-up over step1_naive on each
      bar, baselines (cuBLAS, PyTorch SDPA) as reference lines, and the GPU's datasheet peak as a
-     ceiling when the device is one of the specs below. Rows from the CPU backend are titled
-     "CPU backend: not GPU performance".
+     ceiling when the device is one of the specs below.
   2. model: a roofline for the chosen GPU spec with each step placed by its FLOPs and its
      modelled HBM bytes (STEP_TRAFFIC below) at the largest shape in the CSV. It is a model,
      labelled as such, not a measurement.
+From the CPU backend's rows with counters (bench.py runs --counters there), the counted
+progression instead, since the emulator's time says nothing about a GPU: per step and shape, the
+DRAM bytes at least moved, the sector efficiency of global memory, shared-memory bank conflicts,
+and the speed-of-light MODEL's time on one GPU with its binding unit and the tensor-core share.
+CPU rows without counters get the first layout, titled "CPU backend: not GPU performance".
 --readme rewrites the results table between <!-- results:begin --> and <!-- results:end -->.
 CSVs from more than one GPU (a workshop's participants, say) are never mixed in one chart: each
 GPU gets its own, OUT-<gpu>.png / .svg, made from the files whose GPU rows come from it (with
@@ -138,10 +142,116 @@ def modelled_bytes(step, k):
     return compulsory + b * h * sq * sk * per_elem
 
 
+COUNTED = ["dram_bytes_min", "global_bytes_moved", "gld_bytes", "gst_bytes", "gld_sectors",
+           "gst_sectors", "ldgsts_sectors", "ldgsts_bytes", "tma_sectors", "tma_bytes",
+           "lds_wavefronts", "sts_wavefronts", "ldsm_wavefronts",
+           "lds_conflicts", "sts_conflicts", "ldsm_conflicts", "ldgsts_conflicts",
+           "tensor_share", "model_us"]
+
+
+def counted(r):
+    """The counters of a --counters row as numbers, or None for a row without them."""
+    if r.get("counted") != "1":
+        return None
+    out = {}
+    for c in COUNTED:
+        try:
+            out[c] = float(r[c])
+        except (KeyError, TypeError, ValueError):
+            raise CsvError(f"{r['_source']}: counted row of {r['step']}: column {c} is not a "
+                           f"number: {r.get(c)!r}")
+    out["model_gpu"], out["model_bound"] = r.get("model_gpu", ""), r.get("model_bound", "")
+    # Every path to global memory: loads, stores, cp.async, TMA (a box moves whole sectors; its
+    # zero-filled rows past the tensor ask for nothing from it).
+    asked = out["gld_bytes"] + out["gst_bytes"] + out["ldgsts_bytes"] + \
+        min(out["tma_bytes"], 32 * out["tma_sectors"])
+    sectors = out["gld_sectors"] + out["gst_sectors"] + out["ldgsts_sectors"] + out["tma_sectors"]
+    out["ld_st_efficiency"] = 100 * asked / (32 * sectors) if sectors else float("nan")
+    waves = out["lds_wavefronts"] + out["sts_wavefronts"] + out["ldsm_wavefronts"]
+    conflicts = out["lds_conflicts"] + out["sts_conflicts"] + out["ldsm_conflicts"] + \
+        out["ldgsts_conflicts"]
+    out["conflicts"] = conflicts
+    out["conflict_pct"] = 100 * conflicts / waves if waves else 0.0
+    return out
+
+
+def plot_counted(rows, out):
+    """The counted progression of a CPU run (see the module's docstring)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if counted(r)]
+    steps = list(OrderedDict.fromkeys(r["step"] for r in rows))
+    shapes = list(OrderedDict.fromkeys(shape_key(r) for r in rows))
+    by = {(r["step"], shape_key(r)): counted(r) for r in rows}
+    gpu = next(c["model_gpu"] for c in by.values() if c)
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    color = {st: palette[i % len(palette)] for i, st in enumerate(steps)}
+    fig, axes = plt.subplots(2, 2, figsize=(max(12, 2.2 * len(shapes) + 8), 9))
+    width = 0.8 / max(1, len(steps))
+
+    def bars(ax, key, fmt, log=False):
+        for si, step in enumerate(steps):
+            xs, ys, labels = [], [], []
+            for xi, k in enumerate(shapes):
+                c = by.get((step, k))
+                if c is None or (log and c[key] <= 0) or c[key] != c[key]:
+                    continue
+                xs.append(xi - 0.4 + width * (si + 0.5))
+                ys.append(c[key])
+                labels.append(fmt(c))
+            ax.bar(xs, ys, width, label=step, color=color[step])
+            for x, y, text in zip(xs, ys, labels):
+                ax.annotate(text, (x, y), xytext=(0, 2), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=6, rotation=90)
+        if log:
+            ax.set_yscale("log")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi * (6 if log else 1.35))
+        ax.set_xticks(range(len(shapes)))
+        ax.set_xticklabels([shape_label(k, short=True) for k in shapes], fontsize=8)
+        ax.grid(axis="y", which="both", alpha=0.3)
+
+    ax = axes[0][0]
+    bars(ax, "dram_bytes_min", lambda c: f"{c['dram_bytes_min'] / 2**20:.2f} MiB", log=True)
+    ax.set_title("Counted: DRAM bytes at least moved (distinct bytes touched)\n"
+                 "steps 1-2 write and read S/P; from step 3 on only Q, K, V, O, LSE", fontsize=9)
+    ax.set_ylabel("bytes (log)")
+    ax.legend(fontsize=7, loc="upper right")
+    ax = axes[0][1]
+    bars(ax, "ld_st_efficiency", lambda c: f"{c['ld_st_efficiency']:.0f}%")
+    ax.set_title("Counted: sector efficiency of global memory, every path\n(bytes asked for / 32 x"
+                 " sectors; l1tex__t_sectors_pipe_lsu_mem_global_op_ld/st/ldgsts, TMA)",
+                 fontsize=9)
+    ax.set_ylabel("%")
+    ax = axes[1][0]
+    bars(ax, "conflict_pct", lambda c: f"{int(c['conflicts']):,}")
+    ax.set_title("Counted: shared-memory bank conflicts, % of wavefronts (label: count)\n"
+                 "(l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld/st/ldsm)", fontsize=9)
+    ax.set_ylabel("% of wavefronts")
+    ax = axes[1][1]
+    bars(ax, "model_us", lambda c: f"{c['model_bound']}, tensor {100 * c['tensor_share']:.0f}%",
+         log=True)
+    ax.set_title(f"MODEL, not a measurement: speed-of-light time on {gpu}\n(binding unit and "
+                 "share of the FLOPs on tensor cores beside each bar)", fontsize=9)
+    ax.set_ylabel("microseconds (model, log)")
+    fig.suptitle(f"Counted on the CPU backend ({rows[0]['device']}), commit {rows[0]['commit']}:"
+                 " what each step does, not how fast a GPU does it", fontsize=11)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
+    fig.savefig(out + ".png", dpi=110)
+    fig.savefig(out + ".svg")
+    return [out + ".png", out + ".svg"]
+
+
 def plot(rows, out, spec_name):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    if all(r["backend"] != "gpu" for r in rows) and any(counted(r) for r in rows):
+        return plot_counted(rows, out)
 
     steps = [s for s in OrderedDict.fromkeys(r["step"] for r in rows)
              if not s.startswith(BASELINE_PREFIXES)]
@@ -257,6 +367,24 @@ def readme_table(rows, sources):
                   "", "| shape | step | time (ms) | TFLOPS | vs step1 | check |",
                   "|---|---|---|---|---|---|"]
         base = {shape_key(r): r["time_ms"] for r in group if r["step"] == "step1_naive"}
+        if backend != "gpu" and any(counted(r) for r in group):
+            gpu = next(counted(r)["model_gpu"] for r in group if counted(r))
+            lines[-2:] = ["| shape | step | DRAM bytes, at least | sector efficiency | shared "
+                          f"conflicts | tensor share | {gpu} MODEL (us, binding unit) | emulator "
+                          "ms | check |", "|---|---|---|---|---|---|---|---|---|"]
+            for r in group:
+                c = counted(r)
+                check = "-" if r["checked"] != "1" else ("pass" if r["passed"] == "1" else "FAIL")
+                if c is None:
+                    lines.append(f"| {shape_label(shape_key(r))} | {r['step']} | - | - | - | - | "
+                                 f"- | {r['time_ms']:.3f} | {check} |")
+                    continue
+                lines.append(f"| {shape_label(shape_key(r))} | {r['step']} | "
+                             f"{c['dram_bytes_min'] / 2**20:.3f} MiB | "
+                             f"{c['ld_st_efficiency']:.0f}% | {int(c['conflicts']):,} | "
+                             f"{100 * c['tensor_share']:.0f}% | {c['model_us']:.3g} "
+                             f"({c['model_bound']}) | {r['time_ms']:.3f} | {check} |")
+            continue
         for r in group:
             b = base.get(shape_key(r))
             speed = f"{b / r['time_ms']:.1f}x" if b and r["time_ms"] > 0 else "-"

@@ -15,9 +15,13 @@ check compiles only the exercise's kernel for the CPU SIMT backend, with the com
 commands of the step's own CPU copy in the build directory (build/ unless --build: the one
 scripts/build.sh and scripts/test.sh make; it builds the step there first if needed), then runs it
 against the FP64 reference on a few shapes (odd lengths, Sq != Sk, causal, GQA, per-batch key
-lengths, bf16, dropout) under two schedules, forward and greedy. Exit status: 0 passed, 1 failed
+lengths, bf16, dropout) under two schedules, forward and greedy. An exercise whose lesson is a
+count (`counters = "no bank conflicts"` in its .toml: step 4's swizzle) is built as the step's
+counted copy instead (bin/counted/, --counters) and must also cause no bank conflicts: a layout
+that computes the right result with conflicting reads fails. Exit status: 0 passed, 1 failed
 (what the backend or the compiler said, and the chapter section to re-read), 2 bad input.
 """
+import csv
 import argparse
 import os
 import re
@@ -185,28 +189,34 @@ def run(cmd, cwd=None):
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, shell=isinstance(cmd, str))
 
 
-def ninja_commands(build, step):
+def ninja_commands(build, step, counted=False):
     """The step's CPU-copy compile command, its library's archive command and its link command,
-    as the build directory runs them."""
-    r = run(["ninja", "-C", str(build), "-t", "commands", f"bin/{step}"])
+    as the build directory runs them (counted: the counted copy's compile and link commands, and
+    no archive: bin/counted/<step> links the copy's object itself)."""
+    target = f"bin/counted/{step}" if counted else f"bin/{step}"
+    r = run(["ninja", "-C", str(build), "-t", "commands", target])
     if r.returncode != 0:
-        raise Refusal(f"{build}: ninja cannot list the commands of bin/{step} "
-                      f"({(r.stderr or r.stdout).strip().splitlines()[-1:]})")
+        raise Refusal(f"{build}: ninja cannot list the commands of {target} "
+                      f"({(r.stderr or r.stdout).strip().splitlines()[-1:]})"
+                      + (" (the counted copies need g++)" if counted else ""))
     compile_cmd = archive = link = None
+    obj = f"{step}_attention_counted.cpp.o" if counted else f"{step}_cpu.cpp.o"
     for line in r.stdout.splitlines():
-        if f"{step}_cpu.cpp.o" in line and " -c " in line and "ar qc" not in line:
+        if obj in line and " -c " in line and "ar qc" not in line:
             compile_cmd = line
         elif f"lib{step}_lib.a" in line and " qc " in line:
             archive = line
-        elif f"-o bin/{step} " in line:
+        elif f"-o {target} " in line:
             link = line
-    if not (compile_cmd and archive and link):
-        raise Refusal(f"{build}: not a build of this repository's steps (no CPU copy of {step})")
+    if not (compile_cmd and link and (archive or counted)):
+        raise Refusal(f"{build}: not a build of this repository's steps (no "
+                      f"{'counted' if counted else 'CPU'} copy of {step})")
     return compile_cmd, archive, link
 
 
 def build_exercise(spec, ws, build, rebuild_step):
     step = spec["step"]
+    counted = "counters" in spec
     if not (build / "build.ninja").exists():
         print(f"exercise: configuring {shown(build)} (once)", flush=True)
         r = run(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja",
@@ -214,14 +224,18 @@ def build_exercise(spec, ws, build, rebuild_step):
         if r.returncode != 0:
             raise Refusal(f"cmake failed to configure {build}: run scripts/setup.sh first "
                           f"({(r.stderr.strip().splitlines() or ['?'])[-1]})")
-    if rebuild_step or not (build / "bin" / step).exists():
-        print(f"exercise: building {step} in {shown(build)} (its libraries are reused)",
+    target = f"{step}_counted_bin" if counted else step
+    binary = build / "bin" / ("counted" if counted else "") / step
+    if rebuild_step or not binary.exists():
+        print(f"exercise: building {target} in {shown(build)} (its libraries are reused)",
               flush=True)
-        r = run(["cmake", "--build", str(build), "--target", step])
+        r = run(["cmake", "--build", str(build), "--target", target])
         if r.returncode != 0:
             raise Refusal(f"the step itself does not build in {build}: "
                           f"{(r.stdout + r.stderr).strip().splitlines()[-1:]}")
-    compile_cmd, archive, link = ninja_commands(build, step)
+    compile_cmd, archive, link = ninja_commands(build, step, counted)
+    if counted:
+        return build_counted(step, ws, build, compile_cmd, link)
     out = ws / ".build"
     out.mkdir(exist_ok=True)
     wrapper = out / "kernel_cpu.cpp"
@@ -250,6 +264,45 @@ def build_exercise(spec, ws, build, rebuild_step):
     return exe
 
 
+def build_counted(step, ws, build, compile_cmd, link):
+    """The exercise's kernel as the step's counted copy: bin/counted/<step>'s own compile and link
+    commands, with the exercise in place of the step's kernel."""
+    out = ws / ".build"
+    out.mkdir(exist_ok=True)
+    wrapper = out / "kernel_counted.cpp"
+    wrapper.write_text(f"// Generated by scripts/exercise.py: the exercise's kernel, counted.\n"
+                       f"#include \"{(ws / 'attention.cu').resolve()}\"\n")
+    obj_in_build = re.search(r"-o (\S+_attention_counted\.cpp\.o)", compile_cmd).group(1)
+    obj = shlex.quote(str((out / "kernel_counted.o").resolve()))
+    source = re.search(r"-c (\S+)", compile_cmd).group(1)
+    compile_cmd = compile_cmd.replace(source, shlex.quote(str(wrapper.resolve())))
+    compile_cmd = compile_cmd.replace(obj_in_build, obj)
+    r = run(compile_cmd, cwd=build)
+    if r.returncode != 0:
+        errors = [line for line in (r.stdout + r.stderr).splitlines()
+                  if "error" in line or "attention.cu:" in line]
+        return "it does not compile:\n" + "\n".join(errors[:20] or r.stderr.splitlines()[:20])
+    exe = str((out / f"{step}-counted").resolve())
+    link = link.replace(obj_in_build, obj).replace(f"-o bin/counted/{step} ",
+                                                   f"-o {shlex.quote(exe)} ")
+    r = run(link, cwd=build)
+    if r.returncode != 0:
+        return "it does not link:\n" + "\n".join((r.stdout + r.stderr).splitlines()[:20])
+    return exe
+
+
+def conflicts(csv_path):
+    """Bank conflicts of the counted runs in csv_path: [(what, count)] where nonzero."""
+    found = []
+    with open(csv_path, newline="") as f:
+        for row in csv.DictReader(f):
+            for col, what in (("ldsm_conflicts", "ldmatrix"), ("ldgsts_conflicts", "cp.async"),
+                              ("lds_conflicts", "shared loads"), ("sts_conflicts", "shared stores")):
+                if int(row[col] or 0) > 0:
+                    found.append((f"{what} (D={row['dim']})", int(row[col])))
+    return found
+
+
 def cmd_check(args):
     spec = load(args.name)
     ws = workspace(spec, args.dir).resolve()
@@ -267,9 +320,14 @@ def cmd_check(args):
     if not exe.startswith("/"):
         print(f"FAIL: {exe}\n{reread}")
         return 1
+    counts = ws / ".build" / "counters.csv"
+    if counts.exists():
+        counts.unlink()
     for schedule in SCHEDULES:
         for shape in SHAPES:
             cmd = [exe, "--backend", "cpu", "--schedule", schedule] + shape.split()
+            if "counters" in spec:
+                cmd += ["--counters", "--csv", str(counts), "--quiet"]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             said = (r.stdout + r.stderr).strip().splitlines()
             if r.returncode != 0:
@@ -277,7 +335,15 @@ def cmd_check(args):
                 print("\n".join("  " + line for line in said[:14]))
                 print(reread)
                 return 1
-    print(f"PASS: {spec['name']} ({len(SHAPES)} shapes x schedules {', '.join(SCHEDULES)})")
+    if "counters" in spec:
+        found = conflicts(counts)
+        if found:
+            print("FAIL: the result is right, but the layout has bank conflicts (counted by "
+                  "--counters): " + ", ".join(f"{n:,} in {what}" for what, n in found))
+            print(reread)
+            return 1
+    print(f"PASS: {spec['name']} ({len(SHAPES)} shapes x schedules {', '.join(SCHEDULES)}"
+          + (", no bank conflicts" if "counters" in spec else "") + ")")
     return 0
 
 

@@ -3,6 +3,7 @@
 four tools, or an Nsight Systems timeline. docs/profiling.md explains what to look at.
 
     scripts/profile.py step4 lesson              # ncu: the sections and metrics that show step 4's idea
+    scripts/profile.py step4 counters            # ncu: the metrics --counters counts on the CPU backend
     scripts/profile.py step2 sanitize            # compute-sanitizer memcheck/racecheck/synccheck/initcheck
     scripts/profile.py step5 timeline            # nsys: the launches of step 5 on a timeline
     scripts/profile.py step4 lesson --print      # only print the command lines (works without a GPU)
@@ -31,6 +32,24 @@ TENSOR = ["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_activ
           "sm__inst_executed_pipe_tensor_op_hmma.sum"]
 OCCUPANCY = ["sm__warps_active.avg.pct_of_peak_sustained_active"]
 ISSUE = ["smsp__issue_active.avg.pct_of_peak_sustained_active", "smsp__inst_executed.sum"]
+# What `--counters` counts on the CPU backend (common/simt/counters.h, docs/profiling.md), as ncu
+# names it: run on a GPU, the same numbers measured (at the same shape; the kernel's own launch).
+COUNTERS = [
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum",
+    "smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_st.sum",
+    "smsp__inst_executed_op_ldsm.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum",
+    "sm__inst_executed_pipe_tensor_op_hmma.sum", "sm__inst_executed_pipe_tensor_op_gmma.sum",
+    "smsp__inst_executed_op_barrier.sum", "smsp__inst_executed_op_shfl.sum",
+    "dram__bytes_read.sum", "dram__bytes_write.sum"]
 
 # step -> (kernel-name regex, sections, metrics, default shape). The shape is large enough that
 # the lesson's effect dominates and small enough to profile in seconds.
@@ -53,6 +72,9 @@ LESSONS = {
                                "WarpStateStats", "SchedulerStats", "SourceCounters"],
                               TENSOR + OCCUPANCY + ISSUE, "--seq 4096 --heads 16 --dim 128"),
 }
+
+# The shape of the counters mode: --counters' default-sized CPU run, so that the two compare.
+COUNTERS_SHAPE = "--batch 1 --heads 4 --seq 256 --dim 64"
 
 # Small shapes for compute-sanitizer (it slows kernels down 10-100x): odd lengths, Sq != Sk,
 # causal with GQA, per-batch key lengths (one empty) with dropout.
@@ -104,6 +126,13 @@ def commands(step, what, build, extra):
                 cmd += ["--section", section]
             cmd += ["--metrics", ",".join(metrics)]
             cmds.append(cmd + [binary] + run + variant + (extra or shlex.split(shape)))
+    elif what == "counters":
+        kernels = LESSONS[step][0]
+        for variant in variants(step):
+            tag = f"{step}{'-' + variant[1] if variant else ''}"
+            cmds.append(["ncu", "-f", "-o", str(out / f"{tag}-counters"), "-k",
+                         f"regex:{kernels}", "--metrics", ",".join(COUNTERS), binary] + run
+                        + variant + (extra or shlex.split(COUNTERS_SHAPE)))
     elif what == "sanitize":
         for variant in variants(step):
             for tool in SANITIZERS:
@@ -156,8 +185,9 @@ def main():
     parser = OneLineParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("step", help="step1..step5 (or its directory name)")
-    parser.add_argument("what", choices=["lesson", "sanitize", "timeline"],
-                        help="lesson: Nsight Compute; sanitize: compute-sanitizer's four tools; "
+    parser.add_argument("what", choices=["lesson", "counters", "sanitize", "timeline"],
+                        help="lesson: Nsight Compute; counters: ncu's metrics of what --counters "
+                             "counts on the CPU backend; sanitize: compute-sanitizer's four tools; "
                              "timeline: Nsight Systems")
     parser.add_argument("--build", default="build", help="build directory (default: build)")
     parser.add_argument("--print", action="store_true", dest="print_only",
@@ -171,7 +201,8 @@ def main():
             print(shlex.join(cmd))
         return 0
 
-    tool = {"lesson": "ncu", "sanitize": "compute-sanitizer", "timeline": "nsys"}[args.what]
+    tool = {"lesson": "ncu", "counters": "ncu", "sanitize": "compute-sanitizer",
+            "timeline": "nsys"}[args.what]
     if shutil.which(tool) is None:
         fail(f"{tool} is not on PATH (it comes with the CUDA toolkit); --print shows the commands")
     if shutil.which("nvidia-smi") is None or subprocess.run(
@@ -180,7 +211,7 @@ def main():
     if not os.access(Path(args.build) / "bin" / step, os.X_OK):
         fail(f"{Path(args.build) / 'bin' / step} is not built (scripts/build.sh builds it)")
     Path("profiles").mkdir(exist_ok=True)
-    known = known_metrics() if args.what == "lesson" else None
+    known = known_metrics() if args.what in ("lesson", "counters") else None
     status = 0
     for cmd in cmds:
         cmd = drop_unknown(cmd, known)

@@ -23,6 +23,9 @@ def main(path: str) -> int:
     for r in rows:
         groups.setdefault(shape_of(r), []).append(r)
     head = ["step", "backend", "time_ms", "TFLOPS", "vs step1", "check"]
+    counted = any(r.get("counted") == "1" for r in rows)
+    if counted:
+        head += ["DRAM MiB (min)", "shared conflicts", "tensor share", "model us (bound)"]
     for shape, group in groups.items():
         base = next((float(r["time_ms"]) for r in group if r["step"] == "step1_naive"), None)
         table = []
@@ -30,8 +33,17 @@ def main(path: str) -> int:
             t = float(r["time_ms"])
             speedup = f"{base / t:.1f}x" if base and t > 0 else "-"
             check = "-" if r["checked"] != "1" else ("pass" if r["passed"] == "1" else "FAIL")
-            table.append([r["step"], r["backend"], f"{t:.3f}", f"{float(r['tflops']):.4f}",
-                          speedup, check])
+            line = [r["step"], r["backend"], f"{t:.3f}", f"{float(r['tflops']):.4f}", speedup,
+                    check]
+            if counted and r.get("counted") == "1":
+                conflicts = sum(int(r[c]) for c in ("lds_conflicts", "sts_conflicts",
+                                                     "ldsm_conflicts", "ldgsts_conflicts"))
+                line += [f"{int(r['dram_bytes_min']) / 2**20:.3f}", f"{conflicts:,}",
+                         f"{100 * float(r['tensor_share']):.0f}%",
+                         f"{float(r['model_us']):.3g} ({r['model_bound']})"]
+            elif counted:
+                line += ["-", "-", "-", "-"]
+            table.append(line)
         widths = [max(len(x) for x in col) for col in zip(head, *table)]
         print(f"\n{shape}")
         for line in [head] + table:
@@ -39,6 +51,10 @@ def main(path: str) -> int:
     if any(r["backend"] != "gpu" for r in rows):
         print("\n(cpu rows: CPU timings, not GPU performance; on the CPU backend the time is the "
               "SIMT emulation's)")
+    if counted:
+        gpu = next(r["model_gpu"] for r in rows if r.get("counted") == "1")
+        print(f"(counted rows: exact counts of this run's accesses; 'model us' is a speed-of-light "
+              f"MODEL on {gpu} from datasheet figures, not a measurement)")
     return 0
 
 

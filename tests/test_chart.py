@@ -120,6 +120,46 @@ class Pipeline(unittest.TestCase):
         with open(out + ".svg") as f:
             self.assertIn("CPU backend: not GPU performance", f.read())
 
+    def test_counted_cpu_rows_chart_the_counts(self):
+        # bench.py on the CPU backend runs --counters: the chart then draws what the steps did
+        # (counts, and the model labelled as one), and the README table lists the counts.
+        if not os.path.exists(os.path.join(BIN, "counted", "step3_fused")):
+            self.skipTest("no counted copies in this build (g++ builds them)")
+        src = os.path.join(self.dir, "counted.csv")
+        for step in ("step1_naive", "step3_fused", "step4_tensorcore"):
+            subprocess.run([os.path.join(BIN, step), "--backend", "cpu", "--seq", "64",
+                            "--heads", "2", "--counters", "--csv", src, "--quiet"], check=True,
+                           capture_output=True)
+        with open(src, newline="") as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([r["counted"] for r in rows], ["1", "1", "1"])
+        # step1 writes and reads S/P: 2 x 64 x 64 floats more than the fused steps touch.
+        self.assertEqual(int(rows[0]["dram_bytes_min"]) - int(rows[1]["dram_bytes_min"]),
+                         2 * 64 * 64 * 4)
+        self.assertEqual(float(rows[1]["tensor_share"]), 0)
+        self.assertEqual(float(rows[2]["tensor_share"]), 1)
+        out = os.path.join(self.dir, "counted")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
+                            "--out", out], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out + ".svg") as f:
+            svg = f.read()
+        for text in ("Counted: DRAM bytes at least moved", "Counted: sector efficiency",
+                     "Counted: shared-memory bank conflicts",
+                     "MODEL, not a measurement: speed-of-light time on H100 SXM"):
+            self.assertIn(text, svg)
+        self.assertNotIn("TFLOPS (4 * D", svg)
+        readme = os.path.join(self.dir, "README.md")
+        with open(readme, "w") as f:
+            f.write("<!-- results:begin -->\n<!-- results:end -->\n")
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
+                        "--no-plot", "--readme", readme], check=True, capture_output=True)
+        with open(readme) as f:
+            text = f.read()
+        self.assertIn("| shape | step | DRAM bytes, at least | sector efficiency | shared "
+                      "conflicts | tensor share | H100 SXM MODEL (us, binding unit) |", text)
+        self.assertIn("| step4_tensorcore | 0.063 MiB |", text)  # Q, K, V, O 16 KiB each, LSE
+
     def test_chart_refuses_a_missing_column(self):
         src = os.path.join(self.dir, "bad.csv")
         handmade_gpu_csv(src, self.columns, drop="tflops")

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/cli.h"
 #include "common/harness.h"
@@ -59,6 +61,47 @@ TEST_CASE("cli: invalid input exits 2 with one line", "[cli]") {
     CHECK(lines(r.out) == 1);
     CHECK_THAT(r.out, Catch::StartsWith("step0_reference: "));
   }
+}
+
+TEST_CASE("cli: --counters is refused with one line where it cannot count", "[cli]") {
+  // The model's GPU without a counted run, a GPU the model does not know, the GPU backend (which
+  // ncu measures instead), and step 0, which runs no kernel.
+  for (const auto& [args, why] : std::vector<std::pair<std::string, std::string>>{
+           {"--model-gpu L4", "--model-gpu models a counted run: add --counters"},
+           {"--counters --model-gpu V100", "not a GPU the model knows (H100 SXM, A100 SXM 80GB"},
+           {"--counters --backend gpu", "--counters counts on the CPU backend"},
+           {"--counters", "this step runs no kernels"}}) {
+    INFO(args);
+    const Run r = run(args);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::Contains(why));
+  }
+}
+
+TEST_CASE("cli: --counters on a kernel step prints the counters and the model", "[cli]") {
+  // bin/step3_fused has no counted copy of its own: it runs bin/counted/step3_fused, or says why
+  // not (a build without counted copies).
+  const std::string cmd =
+      std::string(ATTN_BIN_DIR) + "/step3_fused --backend cpu --seq 40 --heads 1 --counters 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = pclose(p);
+  INFO(out);
+  if (WEXITSTATUS(status) == 2) {
+    CHECK_THAT(out, Catch::Contains("this build has no counted copy of step3_fused"));
+    return;
+  }
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_THAT(out, Catch::Contains("check PASSED") &&
+                      Catch::Contains("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum") &&
+                      Catch::Contains("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum") &&
+                      Catch::Contains("speed-of-light MODEL") && Catch::Contains("H100 SXM: ") &&
+                      Catch::Contains("us model, bound by"));
 }
 
 TEST_CASE("cli: --help exits 0 and lists the shared flags", "[cli]") {

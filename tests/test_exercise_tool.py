@@ -1,4 +1,5 @@
 """scripts/exercise.py's own behaviour: the list, start/solve round trip, refusals (exit 2)."""
+import os
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,24 @@ class ExerciseTool(unittest.TestCase):
             self.assertEqual(run("solve", "step2_output_barriers", "--dir", ws).returncode, 0)
             self.assertEqual(Path(ws, "attention.cu").read_text(),
                              (ROOT / "step2_tiled" / "attention.cu").read_text())
+
+    def test_an_unswizzled_answer_fails_on_its_bank_conflicts(self):
+        # step4_swizzle is checked on counts: a layout without the swizzle computes the right
+        # result (writer and reader agree) and must still fail, naming the conflicts.
+        build = os.environ.get("ATTN_BUILD_DIR")
+        if not build or not (Path(build) / "bin" / "counted" / "step4_tensorcore").exists():
+            self.skipTest("needs a build with counted copies (ATTN_BUILD_DIR, g++)")
+        with tempfile.TemporaryDirectory() as ws:
+            self.assertEqual(run("start", "step4_swizzle", "--dir", ws).returncode, 0)
+            kernel = Path(ws, "attention.cu")
+            text = exercise.filled(exercise.load("step4_swizzle"), kernel.read_text())
+            plain = text.replace("(((d % 64) / 8) ^ (r % 8)) * 8 + d % 8", "d % 64")
+            self.assertNotEqual(plain, text)
+            kernel.write_text(plain)
+            r = run("check", "step4_swizzle", "--dir", ws, "--build", build, "--no-build")
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("the result is right, but the layout has bank conflicts", r.stdout)
+            self.assertIn("in ldmatrix (D=64)", r.stdout)
 
     def test_bad_input_is_one_line_and_exit_2(self):
         with tempfile.TemporaryDirectory() as ws:

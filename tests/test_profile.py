@@ -32,6 +32,18 @@ class Profile(unittest.TestCase):
         self.assertIn("bank_conflicts", run("step2", "lesson", "--print").stdout)
         self.assertIn("tensor_op", run("step4", "lesson", "--print").stdout)
 
+    def test_counters_mode_names_what_the_cpu_counts(self):
+        # The ncu twin of --counters: the metrics of docs/profiling.md, at --counters' shape.
+        out = run("step4", "counters", "--print").stdout
+        for metric in ("l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum",
+                       "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum",
+                       "sm__inst_executed_pipe_tensor_op_hmma.sum", "dram__bytes_read.sum"):
+            self.assertIn(metric, out)
+        self.assertIn("--batch 1 --heads 4 --seq 256 --dim 64", out)
+        docs = (SCRIPT.parent.parent / "docs" / "profiling.md").read_text()
+        for metric in out.split("--metrics ")[1].split()[0].split(","):
+            self.assertIn(metric.replace(".sum", ""), docs)
+
     def test_arguments_after_dashes_replace_the_shape(self):
         out = run("step4", "lesson", "--print", "--", "--seq", "77").stdout
         self.assertIn("--seq 77", out)
