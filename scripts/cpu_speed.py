@@ -12,7 +12,11 @@ machine are noisy; the ratio of runs taken side by side much less so. With --max
 
 --readme rewrites the table between <!-- cpu-speed:begin --> and <!-- cpu-speed:end --> in that
 file with this run's figures and the machine's CPU and core count.
+
+--counters instead reports how much longer a --counters run of each kernel step takes than a plain
+one (whole processes, best of --repeat, side by side): the price of counting every access.
 """
+import time
 import argparse
 import os
 import subprocess
@@ -43,6 +47,27 @@ def machine():
     return f"{model}, {os.cpu_count()} cores"
 
 
+def process_seconds(bindir, step, counters):
+    cmd = [os.path.join(bindir, step), "--backend", "cpu", *SHAPE, "--iters", "1", "--warmup",
+           "0", "--no-check", "--quiet"] + (["--counters"] if counters else [])
+    start = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"cpu_speed: {' '.join(cmd)} failed: {(r.stdout + r.stderr).strip()}")
+    return time.perf_counter() - start
+
+
+def counting_cost(bindir, steps, repeat):
+    print(f"cpu_speed: B=1 H=16 S=1024 D=64 fp16, CPU backend, whole processes, best of {repeat}:"
+          " a --counters run against a plain one")
+    for s in steps:
+        plain = min(process_seconds(bindir, s, False) for _ in range(repeat))
+        counted = min(process_seconds(bindir, s, True) for _ in range(repeat))
+        print(f"  {s:22s} {plain:8.2f} s plain  {counted:8.2f} s --counters  "
+              f"{counted / plain:6.1f}x")
+    return 0
+
+
 def rewrite_readme(path, steps, best, repeat):
     begin, end = "<!-- cpu-speed:begin -->", "<!-- cpu-speed:end -->"
     with open(path) as f:
@@ -69,11 +94,15 @@ def main():
                                                     "step4_tensorcore"])
     ap.add_argument("--max-ratio", type=float)
     ap.add_argument("--readme", help="rewrite the table between the markers of this file")
+    ap.add_argument("--counters", action="store_true",
+                    help="report what counting (--counters) costs instead")
     args = ap.parse_args()
     if args.repeat < 1:
         print("cpu_speed: --repeat must be at least 1", file=sys.stderr)
         return 2
     bindir = os.path.join(args.build, "bin")
+    if args.counters:
+        return counting_cost(bindir, args.steps, args.repeat)
     steps = ["step0_reference"] + args.steps
     for s in steps:
         if not os.path.exists(os.path.join(bindir, s)):
