@@ -13,6 +13,7 @@
 #include "common/simt/counters.h"
 #include "tests/matrix.h"
 #include "tests/simt_buffer.h"
+#include "tests/source_line.h"
 #include "tests/steps.h"
 
 namespace counters_kernels {
@@ -33,14 +34,7 @@ using simt::counters::Report;
 
 namespace {
 
-// The line of the first line of `file` (relative to the source root) containing `text`.
-int line_of(const std::string& file, const std::string& text) {
-  std::ifstream in(std::string(ATTN_SOURCE_DIR) + "/" + file);
-  int n = 0;
-  for (std::string line; std::getline(in, line);)
-    if (++n, line.find(text) != std::string::npos) return n;
-  return 0;
-}
+using attn_test::line_of;
 
 // The counts of the report's lines at `file`:line of `text` (a helper's line inlined anywhere).
 Counts at(const Report& r, const std::string& file, const std::string& text) {

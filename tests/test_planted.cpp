@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tests/boundary.h"
+#include "tests/source_line.h"
 
 namespace step4_unmasked::cpu {  // the unmasked-tile count from row_keys_end(...) + 1
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
@@ -37,14 +38,7 @@ void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 
 namespace {
 
-// The line of the first line of `file` (relative to the source root) containing `text`.
-int line_of(const std::string& file, const std::string& text) {
-  std::ifstream in(std::string(ATTN_SOURCE_DIR) + "/" + file);
-  int n = 0;
-  for (std::string line; std::getline(in, line);)
-    if (++n, line.find(text) != std::string::npos) return n;
-  return 0;
-}
+using attn_test::line_of;
 
 // The boundary shapes of the planted kernel's own tile, bf16, D = 64, with and without dropout:
 // the report of every problem that fails (empty when all pass).

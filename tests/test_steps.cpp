@@ -12,6 +12,7 @@
 #include "common/simt/sm90.h"
 #include "tests/boundary.h"
 #include "tests/matrix.h"
+#include "tests/source_line.h"
 #include "tests/steps.h"
 
 namespace {
@@ -201,14 +202,7 @@ bool step4_passes(const std::string& schedule = "forward") {
   return r.exit_code == 0 && r.row.check.passed;
 }
 
-// The line of the first line of `file` (relative to the source root) containing `text`.
-int line_of(const std::string& file, const std::string& text) {
-  std::ifstream in(std::string(ATTN_SOURCE_DIR) + "/" + file);
-  int n = 0;
-  for (std::string line; std::getline(in, line);)
-    if (++n, line.find(text) != std::string::npos) return n;
-  return 0;
-}
+using attn_test::line_of;
 
 }  // namespace
 
