@@ -63,6 +63,9 @@ class RunContext {
 
   // True on the run whose output is checked: a step may verify extra invariants then.
   bool verify = false;
+  // Where a step that is not a kernel (step 0) reports its progress, `done` of `total` rows, from
+  // any thread; empty where nobody shows it. Kernels report through the CPU backend's launches.
+  std::function<void(uint64_t done, uint64_t total)> progress;
   // The tile configuration the harness chose (StepInfo::configs); empty for steps without any.
   std::string config;
   // The kernel variant to run (StepInfo::variants); empty for a step with one kernel.

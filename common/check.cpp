@@ -43,7 +43,7 @@ CheckResult check_outputs(const Problem& p, const std::vector<Bits16>& o,
     const int64_t row = idx / p.dim;
     const int d = static_cast<int>(idx % p.dim);
     if (o[idx] == poison16) {
-      ++r.unwritten;
+      ++r.unwritten, ++r.unwritten_o;
       fail("O" + where(p, row, d) + " was never written (still holds the pre-launch poison)");
       continue;
     }
@@ -68,7 +68,7 @@ CheckResult check_outputs(const Problem& p, const std::vector<Bits16>& o,
     uint32_t bits;
     std::memcpy(&bits, &lse[row], sizeof bits);
     if (bits == poison32) {
-      ++r.unwritten;
+      ++r.unwritten, ++r.unwritten_lse;
       fail("LSE" + where(p, row, -1) + " was never written (still holds the pre-launch poison)");
       continue;
     }

@@ -42,7 +42,8 @@ struct CheckResult {
   double lse_max_err = 0;  // max |lse - ref| over rows where both are finite
   int64_t bad_o = 0;       // O elements outside tolerance (NaN included)
   int64_t bad_lse = 0;
-  int64_t unwritten = 0;  // O or LSE elements still holding the poison pattern
+  int64_t unwritten = 0;                       // O or LSE elements still holding the poison pattern
+  int64_t unwritten_o = 0, unwritten_lse = 0;  // the same, per tensor
   // O elements that are NaN or +-Inf, and LSE elements that are NaN, +Inf, or -Inf where the
   // reference is finite (poison excluded): a blown-up softmax, reported as such.
   int64_t nonfinite_o = 0;

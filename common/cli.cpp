@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <sstream>
 #include <stdexcept>
 
 #include "common/simt/launch.h"
@@ -47,6 +48,16 @@ std::string lengths_str(const std::vector<int>& v) {
 }  // namespace
 
 CliResult parse_cli(int argc, const char* const* argv, const std::string& program, Options& out) {
+  return parse_cli(argc, argv, CliStep{program, true, {"sm80", "sm90a"}, true, {}}, out);
+}
+
+CliResult parse_cli(int argc, const char* const* argv, const CliStep& step, Options& out) {
+  const std::string& program = step.name;
+  auto join = [](const auto& items) {
+    std::ostringstream os;
+    for (size_t i = 0; i < items.size(); ++i) os << (i ? ", " : "") << items[i];
+    return os.str();
+  };
   CLI::App app{program +
                    ": attention O = softmax(scale * Q K^T + mask) V, checked against an "
                    "FP64 reference",
@@ -63,7 +74,12 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
   app.add_option("--seqlen-q", p.seqlen_q, "query length")->capture_default_str();
   app.add_option("--seqlen-k", p.seqlen_k, "key length")->capture_default_str();
   app.add_option("--seq", seq, "query and key length (sets both)");
-  app.add_option("--dim", p.dim, "head dimension")->capture_default_str();
+  app.add_option("--dim", p.dim,
+                 "head dimension" +
+                     (step.head_dims.empty()
+                          ? std::string(" (any from 1 to ") + std::to_string(kMaxHeadDim) + ")"
+                          : " (this step: " + join(step.head_dims) + ")"))
+      ->capture_default_str();
   app.add_option("--dtype", dtype, "fp16 | bf16")->check(CLI::IsMember({"fp16", "bf16"}));
   app.add_flag("--causal", p.causal,
                "causal mask, bottom-right aligned per batch when query and key lengths differ");
@@ -81,9 +97,11 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
   app.add_option("--warmup", out.warmup,
                  "untimed iterations before timing (default: 1 on a GPU, 0 on the CPU)")
       ->check(CLI::Range(0, 1000000));
-  app.add_option("--variant", out.variant,
-                 "kernel variant, for a step that has several (step5: sm80 | sm90a; default: "
-                 "what the device runs best)");
+  if (!step.variants.empty())
+    app.add_option("--variant", out.variant,
+                   "kernel variant: " + join(step.variants) +
+                       " (default: what the device runs "
+                       "best)");
   app.add_option("--csv", out.csv, "append a result row to this CSV file");
   app.add_option("--load", out.load,
                  "read q, k, v (and seqlens_q/seqlens_k) from this .safetensors file; the shape "
@@ -91,23 +109,29 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
   app.add_option("--save", out.save,
                  "write q, k, v, o, lse (and the lengths) to this .safetensors file");
   app.add_flag("!--no-check", out.check, "skip the FP64 reference check");
-  app.add_option("--schedule", out.schedule,
-                 "CPU backend: order fibers run in between sync points: forward | reverse | "
-                 "random[:SEED] | greedy");
+  if (step.kernels)
+    app.add_option("--schedule", out.schedule,
+                   "CPU backend: order fibers run in between sync points: forward | reverse | "
+                   "random[:SEED] | greedy");
   app.add_flag("--quiet", out.quiet, "print only the result line");
-  app.add_option("--config", out.config,
-                 "tile configuration by name (steps that have several; default: the tuned "
-                 "table's choice for this GPU and problem)");
-  app.add_option("--tuned-table", out.tuned_table,
-                 "tuned-configuration table to read instead of the step's own");
-  app.add_flag("--counters", out.counters,
-               "count what Nsight Compute would (global sectors, shared wavefronts and bank "
-               "conflicts, tensor work, barriers; per source line) on the CPU backend, print them "
-               "with a speed-of-light model, and add them to --csv");
-  app.add_option("--model-gpu", out.model_gpu,
-                 "the GPU of the --counters speed-of-light model (H100 SXM, A100 SXM 80GB, L4, "
-                 "RTX 4090, RTX 5070)")
-      ->capture_default_str();
+  if (step.configs) {
+    app.add_option("--config", out.config,
+                   "tile configuration by name (default: the tuned table's choice for this GPU "
+                   "and problem)");
+    app.add_option("--tuned-table", out.tuned_table,
+                   "tuned-configuration table to read instead of the step's own");
+  }
+  if (step.kernels) {
+    app.add_flag(
+        "--counters", out.counters,
+        "count what Nsight Compute would (global sectors, shared wavefronts and bank "
+        "conflicts, tensor work, barriers; per source line) on the CPU backend, print them "
+        "with a speed-of-light model, and add them to --csv");
+    app.add_option("--model-gpu", out.model_gpu,
+                   "the GPU of the --counters speed-of-light model (H100 SXM, A100 SXM 80GB, L4, "
+                   "RTX 4090, RTX 5070)")
+        ->capture_default_str();
+  }
 
   try {
     app.parse(argc, argv);
@@ -138,7 +162,7 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
   } catch (const std::invalid_argument& e) {
     return refuse(std::string("--schedule: ") + e.what());
   }
-  if (app.count("--model-gpu") && !out.counters)
+  if (step.kernels && app.count("--model-gpu") && !out.counters)
     return refuse("--model-gpu models a counted run: add --counters");
   if (!find_gpu(out.model_gpu)) {
     std::string known;
@@ -173,6 +197,26 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
     if (app.count("--dtype") && p.dtype != f.dtype)
       return refuse("--dtype " + dtype + in_file + dtype_name(f.dtype) +
                     " tensors (the dtype comes from the file; drop the flag)");
+    // The mask, scale, dropout and seed the file records (--save writes them) win too; a flag may
+    // repeat them but not contradict them.
+    auto text = [](double x) {
+      std::ostringstream os;
+      os << x;
+      return os.str();
+    };
+    if (app.count("--causal") && p.causal != f.causal)
+      return refuse("--causal" + in_file +
+                    "a problem without the causal mask (it comes from the "
+                    "file; drop the flag)");
+    if (app.count("--dropout") && p.dropout != f.dropout)
+      return refuse("--dropout " + text(p.dropout) + in_file + "dropout " + text(f.dropout) +
+                    " (drop the flag)");
+    if (app.count("--scale") && p.softmax_scale() != f.softmax_scale())
+      return refuse("--scale " + text(p.softmax_scale()) + in_file + "scale " +
+                    text(f.softmax_scale()) + " (drop the flag)");
+    if (app.count("--seed") && p.seed != f.seed)
+      return refuse("--seed " + std::to_string(p.seed) + in_file + "seed " +
+                    std::to_string(f.seed) + " (drop the flag)");
     for (auto [flag, given, file] : {std::tuple{"--seqlens-k", &p.seqlens_k, &f.seqlens_k},
                                      std::tuple{"--seqlens-q", &p.seqlens_q, &f.seqlens_q}}) {
       if (file->empty()) {
@@ -184,7 +228,13 @@ CliResult parse_cli(int argc, const char* const* argv, const std::string& progra
     }
     p = f;
   }
-  if (const std::string why = validate(p); !why.empty()) return refuse(why);
+  if (std::string why = validate(p); !why.empty()) {
+    // The lengths came from --seq: name the flag the user gave.
+    if (app.count("--seq") &&
+        (why.rfind("--seqlen-q ", 0) == 0 || why.rfind("--seqlen-k ", 0) == 0))
+      why = "--seq" + why.substr(10);
+    return refuse(why);
+  }
 
   // Output files are checked now, so that a bad path fails before any work.
   for (auto [flag, path] : {std::pair{"--csv", &out.csv}, std::pair{"--save", &out.save}})

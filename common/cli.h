@@ -43,7 +43,21 @@ struct CliResult {
   std::string message;  // the help text, or the one-line reason for exit code 2
 };
 
-// Parses and validates the shared flags (problem validation included).
+// What a step's command line offers beyond the shared flags: a step that runs kernels (the CPU
+// backend's --schedule, --counters), its variants (--variant), its tile configurations (--config,
+// --tuned-table), and the head dims it is built for (listed in --help; empty: any).
+struct CliStep {
+  std::string name;
+  bool kernels = true;
+  std::vector<std::string> variants;
+  bool configs = false;
+  std::vector<int> head_dims;
+};
+
+// Parses and validates the step's flags (problem validation included); a flag the step does not
+// take is refused like an unknown one, and --help lists only the step's.
+CliResult parse_cli(int argc, const char* const* argv, const CliStep& step, Options& out);
+// Every flag (a step with kernels, variants and configurations).
 CliResult parse_cli(int argc, const char* const* argv, const std::string& program, Options& out);
 
 }  // namespace attn

@@ -61,8 +61,11 @@ RunOutcome invalid(const std::string& why) {
 class Progress {
  public:
   explicit Progress(std::string step) : step_(std::move(step)) {
-    simt::set_progress_hook([this](uint64_t started, uint64_t total) { update(started, total); });
+    simt::set_progress_hook(
+        [this](uint64_t started, uint64_t total) { update(started, total, "CPU backend, block"); });
   }
+  // Rows of a step that runs no kernel (step 0).
+  void rows(uint64_t done, uint64_t total) { update(done, total, "row"); }
   ~Progress() {
     simt::set_progress_hook({});
     clear();
@@ -76,7 +79,7 @@ class Progress {
 
  private:
   using Clock = std::chrono::steady_clock;
-  void update(uint64_t started, uint64_t total) {
+  void update(uint64_t started, uint64_t total, const char* unit) {
     std::unique_lock lock(mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return;  // another worker is printing; one line is enough
     const auto now = Clock::now();
@@ -87,9 +90,8 @@ class Progress {
     if (elapsed < 2.0 || now - printed_ < std::chrono::milliseconds(500)) return;
     printed_ = now;
     const double left = elapsed / double(started) * double(total - started);
-    std::fprintf(stderr,
-                 "\r\033[K%s: CPU backend, block %llu of %llu, %.0f s elapsed, about %.0f s left",
-                 step_.c_str(), static_cast<unsigned long long>(started),
+    std::fprintf(stderr, "\r\033[K%s: %s %llu of %llu, %.0f s elapsed, about %.0f s left",
+                 step_.c_str(), unit, static_cast<unsigned long long>(started),
                  static_cast<unsigned long long>(total), elapsed, left);
     std::fflush(stderr);
     shown_ = true;
@@ -112,11 +114,12 @@ std::string check_scale(const Problem& p, const HostInputs& in) {
   };
   const double bound = std::fabs(double(p.softmax_scale())) * p.dim * max_abs(in.q) * max_abs(in.k);
   if (bound * 2 * 1.4427 <= FLT_MAX) return "";
-  char buf[200];
+  char buf[400];
   std::snprintf(buf, sizeof buf,
                 "--scale %g: scores reach %.3g for these inputs (|scale| * dim * max|q| * max|k|), "
-                "beyond what FP32 softmax arithmetic can hold (%.3g); use |scale| <= %.3g",
-                double(p.softmax_scale()), bound, double(FLT_MAX),
+                "and the kernels compute with 2 log2(e) = 2.885 times that (base-2 exponentials, "
+                "after subtracting the row maximum): %.3g, beyond FP32's %.3g; use |scale| <= %.3g",
+                double(p.softmax_scale()), bound, bound * 2 * 1.4427, double(FLT_MAX),
                 std::fabs(double(p.softmax_scale())) * FLT_MAX / (bound * 2 * 1.4427));
   return buf;
 }
@@ -340,6 +343,8 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
     RunContext ctx(*be);
     ctx.config = row.config;
     ctx.variant = variant;
+    if (progress)
+      ctx.progress = [&](uint64_t done, uint64_t total) { progress->rows(done, total); };
 
     if (opt.check && p.flops() > kLongCheckFlops)
       note("note: the FP64 reference check needs " + std::to_string(int64_t(p.flops() / 1e9)) +
@@ -406,7 +411,10 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
 
 int step_main(int argc, char** argv, const StepInfo& step) {
   Options opt;
-  const CliResult cli = parse_cli(argc, argv, step.name, opt);
+  const CliResult cli = parse_cli(
+      argc, argv,
+      CliStep{step.name, step.gpu != nullptr, step.variants, !step.configs.empty(), step.head_dims},
+      opt);
   if (cli.exit_code == 0) {
     std::cout << cli.message;
     return 0;

@@ -167,9 +167,14 @@ std::string format_result(const ResultRow& r) {
     os << ", max|O-ref| " << num(r.check.max_abs_err, 3) << " (tol " << t.atol << " + " << t.rtol
        << "*|ref|), max|LSE-ref| " << num(r.check.lse_max_err, 3) << ": check "
        << (r.check.passed ? "PASSED" : "FAILED");
-    if (!r.check.passed)
-      os << "\n  " << r.check.bad_o << " O and " << r.check.bad_lse << " LSE elements bad, "
-         << r.check.unwritten << " unwritten; first: " << r.check.first_failure;
+    if (!r.check.passed) {
+      os << "\n  " << r.check.bad_o << " O and " << r.check.bad_lse
+         << " LSE elements outside the tolerance";
+      if (r.check.unwritten > 0)
+        os << "; " << r.check.unwritten_o << " O and " << r.check.unwritten_lse
+           << " LSE elements never written (still the poison the outputs start as)";
+      os << "; first: " << r.check.first_failure;
+    }
   }
   return os.str();
 }

@@ -3,6 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -52,6 +56,41 @@ std::string read_lengths(const std::string& path, const safetensors::Header& h, 
   return "";
 }
 
+std::string read_metadata(const safetensors::Header& h, Problem& p) {
+  const auto& m = h.metadata;
+  auto number = [&](const char* key, double lo, double hi, double& out) -> std::string {
+    const std::string& text = m.at(key);
+    char* end = nullptr;
+    out = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(out >= lo && out <= hi))
+      return std::string("metadata ") + key + " = '" + text + "' is not a number in [" +
+             std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    return "";
+  };
+  if (m.count("causal")) {
+    if (m.at("causal") != "0" && m.at("causal") != "1")
+      return "metadata causal = '" + m.at("causal") + "' is not 0 or 1";
+    p.causal = m.at("causal") == "1";
+  }
+  double x;
+  if (m.count("dropout")) {
+    if (std::string why = number("dropout", 0.0, 0.999999, x); !why.empty()) return why;
+    p.dropout = float(x);
+  }
+  if (m.count("scale")) {
+    if (std::string why = number("scale", -1e30, 1e30, x); !why.empty()) return why;
+    p.scale = float(x);
+  }
+  if (m.count("seed")) {
+    const std::string& text = m.at("seed");
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+        text.size() > 20)
+      return "metadata seed = '" + text + "' is not a non-negative integer";
+    p.seed = std::stoull(text);
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string read_problem(const std::string& path, Problem& p) {
@@ -84,6 +123,9 @@ std::string read_problem(const std::string& path, Problem& p) {
       return why;
     if (std::string why = read_lengths(path, h, "seqlens_k", q[0], p.seqlens_k); !why.empty())
       return why;
+    // The problem's other fields, where the file records them (--save does): the mask, the
+    // scale, dropout and its seed. A file without them leaves p's (the flags').
+    if (std::string why = read_metadata(h, p); !why.empty()) return why;
   } catch (const safetensors::FormatError& e) {
     return e.what();
   }
@@ -147,15 +189,18 @@ std::string check_output_path(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path f(path);
-  if (fs::exists(f, ec)) {
-    if (fs::is_directory(f, ec)) return "is a directory";
-    if (access(path.c_str(), W_OK) != 0) return "exists and is not writable";
-    return "";
+  const bool existed = fs::exists(f, ec);
+  if (existed && fs::is_directory(f, ec)) return "is a directory";
+  if (!existed) {
+    const fs::path dir = f.parent_path().empty() ? fs::path(".") : f.parent_path();
+    if (!fs::is_directory(dir, ec)) return "directory " + dir.string() + " does not exist";
   }
-  const fs::path dir = f.parent_path().empty() ? fs::path(".") : f.parent_path();
-  if (!fs::is_directory(dir, ec)) return "directory " + dir.string() + " does not exist";
-  if (access(dir.c_str(), W_OK | X_OK) != 0)
-    return "directory " + dir.string() + " is not writable";
+  // Opened, not only checked: access() says yes to root everywhere, where open() can still fail
+  // (/proc, a read-only file system). Appending writes nothing; a file made here is removed.
+  FILE* out = std::fopen(path.c_str(), "a");
+  if (out == nullptr) return std::string("cannot open for writing (") + std::strerror(errno) + ")";
+  std::fclose(out);
+  if (!existed) std::remove(path.c_str());
   return "";
 }
 

@@ -18,6 +18,8 @@ namespace attn {
 // Reads the problem shape from the file's q, k, v (and seqlens_* when present) into p: batch,
 // heads, heads_kv, seqlen_q/k, dim, dtype, seqlens_q/k. Returns "" or one line saying what is
 // wrong with the file.
+// Also the problem's causal mask, scale, dropout and seed, where the file's metadata records them
+// (as --save writes it); fields the file does not record are left as they are in p.
 std::string read_problem(const std::string& path, Problem& p);
 
 // Reads q, k and v of `path` into `in`; the file must still describe `p`. "" or one line.
@@ -30,7 +32,8 @@ void save_tensors(const std::string& path, const std::string& step, const Proble
                   const std::vector<float>& lse);
 
 // "" when `path` can be written (an existing writable file, or a new name in a writable
-// directory), otherwise why not. Checked before a run, so that a bad path fails at once.
+// directory), otherwise why not: the file is opened for appending (and removed again if this made
+// it), before a run, so that a bad path fails at once.
 std::string check_output_path(const std::string& path);
 
 }  // namespace attn

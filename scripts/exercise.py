@@ -217,6 +217,13 @@ def ninja_commands(build, step, counted=False):
 def build_exercise(spec, ws, build, rebuild_step):
     step = spec["step"]
     counted = "counters" in spec
+    cache = build / "CMakeCache.txt"
+    if not (build / "build.ninja").exists() and cache.exists():
+        generator = next((line.split("=", 1)[1] for line in cache.read_text(errors="replace")
+                          .splitlines() if line.startswith("CMAKE_GENERATOR:")), "another")
+        raise Refusal(f"{shown(build)} was configured with the '{generator}' generator; the "
+                      f"exercises reuse a Ninja build's commands: use the build scripts/build.sh "
+                      f"makes (build/), or --build with a directory configured by cmake -G Ninja")
     if not (build / "build.ninja").exists():
         print(f"exercise: configuring {shown(build)} (once)", flush=True)
         r = run(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja",

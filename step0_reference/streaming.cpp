@@ -6,6 +6,7 @@
 // two at the end. Here, on the checked run, we also verify after every block that the state
 // equals the softmax over the keys seen so far (see README.md, "The invariant").
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -61,6 +62,10 @@ void streaming_attention(const AttentionParams& p, attn::RunContext& ctx) {
   auto* o_bits = static_cast<attn::Bits16*>(p.o);
 
   std::string error;
+  // Progress for long runs (a terminal shows it): rows done, reported every 256 rows.
+  const uint64_t total_rows = uint64_t(p.batch) * p.heads * Sq;
+  std::atomic<uint64_t> rows_done{0};
+  if (ctx.progress) ctx.progress(0, total_rows);
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads; ++h) {
@@ -108,6 +113,8 @@ void streaming_attention(const AttentionParams& p, attn::RunContext& ctx) {
           const float inv_l = online_softmax::inv_sum(st);
           for (int d = 0; d < D; ++d) o_bits[row * D + d] = attn::to_bits(acc[d] * inv_l, p.dtype);
           p.lse[row] = online_softmax::lse(st);
+          if (ctx.progress && (rows_done.fetch_add(1, std::memory_order_relaxed) + 1) % 256 == 0)
+            ctx.progress(rows_done.load(std::memory_order_relaxed), total_rows);
         }
       } catch (const std::exception& e) {
 #pragma omp critical

@@ -22,10 +22,10 @@ struct Run {
   std::string out;  // stdout and stderr together
 };
 
-Run run(const std::string& args) {
+Run run(const std::string& args, const std::string& step = "step0_reference") {
   const std::string log = "/tmp/attn_cli_test_" + std::to_string(::getpid()) + ".log";
   const std::string cmd =
-      std::string(ATTN_BIN_DIR) + "/step0_reference " + args + " >" + log + " 2>&1";
+      std::string(ATTN_BIN_DIR) + "/" + step + " " + args + " >" + log + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream in(log);
   std::stringstream ss;
@@ -53,7 +53,10 @@ TEST_CASE("cli: invalid input exits 2 with one line", "[cli]") {
   for (const char* args :
        {"--dim 0", "--heads 6 --heads-kv 4", "--dropout 1.5", "--seq abc", "--no-such-flag",
         "--dtype fp8", "--backend gpu", "--backend tpu", "--seqlens-k 5,6", "--seq 8 --seqlen-q 4",
-        "--iters 0", "--schedule sideways", "--heads-kv 0"}) {
+        "--iters 0", "--schedule sideways", "--heads-kv 0",
+        // output paths are opened before any work: as root, a check of the directory passed and
+        // the run went on, to fail at the end
+        "--csv /proc/x.csv", "--save /proc/x.safetensors"}) {
     INFO(args);
     const Run r = run(args);
     INFO(r.out);
@@ -65,19 +68,59 @@ TEST_CASE("cli: invalid input exits 2 with one line", "[cli]") {
 
 TEST_CASE("cli: --counters is refused with one line where it cannot count", "[cli]") {
   // The model's GPU without a counted run, a GPU the model does not know, the GPU backend (which
-  // ncu measures instead), and step 0, which runs no kernel.
+  // ncu measures instead); step 0, which runs no kernel, has no such flag.
   for (const auto& [args, why] : std::vector<std::pair<std::string, std::string>>{
            {"--model-gpu L4", "--model-gpu models a counted run: add --counters"},
            {"--counters --model-gpu V100", "not a GPU the model knows (H100 SXM, A100 SXM 80GB"},
-           {"--counters --backend gpu", "--counters counts on the CPU backend"},
-           {"--counters", "this step runs no kernels"}}) {
+           {"--counters --backend gpu", "--counters counts on the CPU backend"}}) {
     INFO(args);
-    const Run r = run(args);
+    const Run r = run(args, "step3_fused");
     INFO(r.out);
     CHECK(r.code == 2);
     CHECK(lines(r.out) == 1);
     CHECK_THAT(r.out, Catch::Contains(why));
   }
+  const Run r = run("--counters");
+  CHECK(r.code == 2);
+  CHECK(lines(r.out) == 1);
+  CHECK_THAT(r.out, Catch::Contains("not expected: --counters"));
+}
+
+TEST_CASE("cli: each step's --help and flags are its own", "[cli]") {
+  // step 0 runs no kernel: no --schedule, --variant, --config or --counters (they used to be
+  // listed and silently accepted); every step's --help says which head dims it takes.
+  const Run help0 = run("--help");
+  CHECK_THAT(help0.out, Catch::Contains("head dimension (any from 1 to 256)"));
+  for (const char* flag : {"--schedule", "--variant", "--config", "--counters", "--model-gpu"})
+    CHECK_THAT(help0.out, !Catch::Contains(flag));
+  for (const char* args : {"--schedule greedy", "--variant sm80", "--config x"}) {
+    INFO(args);
+    const Run r = run(args);
+    CHECK(r.code == 2);
+    CHECK(lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::Contains("not expected"));
+  }
+  const Run help3 = run("--help", "step3_fused");
+  CHECK_THAT(help3.out, Catch::Contains("head dimension (this step: 64, 80, 96, 128)") &&
+                            Catch::Contains("--schedule") && !Catch::Contains("--variant") &&
+                            !Catch::Contains("--config"));
+  const Run help5 = run("--help", "step5_warpspecialized");
+  CHECK_THAT(help5.out,
+             Catch::Contains("kernel variant: sm80, sm90a") && !Catch::Contains("--config"));
+  CHECK_THAT(run("--help", "step4_tensorcore").out,
+             Catch::Contains("--config") && !Catch::Contains("--variant"));
+}
+
+TEST_CASE("cli: messages name what the user gave", "[cli]") {
+  // --seq 0 is named as --seq (it was reported as --seqlen-q 0).
+  const Run seq = run("--seq 0");
+  CHECK(seq.code == 2);
+  CHECK_THAT(seq.out, Catch::Contains("--seq 0: must be at least 1"));
+  // A scale too large says why a score under FP32's limit is still too large.
+  const Run scale = run("--scale 1e36 --no-check");
+  CHECK(scale.code == 2);
+  CHECK(lines(scale.out) == 1);
+  CHECK_THAT(scale.out, Catch::Contains("2 log2(e) = 2.885 times that"));
 }
 
 TEST_CASE("cli: --counters on a kernel step prints the counters and the model", "[cli]") {

@@ -205,9 +205,17 @@ TEST_CASE("robust: --save then --load round-trips on step0, bit for bit", "[robu
     CHECK(x == y);
   }
 
+  // The mask comes from the file too: loaded without --causal, the problem is still causal (it
+  // used to be read as a non-causal one, and pass against a non-causal reference).
+  const Run r3 = run("--load " + a);
+  INFO(r3.out);
+  REQUIRE(r3.code == 0);
+  CHECK_THAT(r3.out, Catch::Contains("D=80 causal"));
+
   // Contradicting flags are refused.
   for (const std::string bad :
-       {"--heads 8", "--dim 64", "--seq 70", "--dtype fp16", "--seqlens-k 1,2", "--batch 3"}) {
+       {"--heads 8", "--dim 64", "--seq 70", "--dtype fp16", "--seqlens-k 1,2", "--batch 3",
+        "--dropout 0.1", "--scale 0.5", "--seed 7"}) {
     INFO(bad);
     const Run r = run("--load " + a + " " + bad);
     INFO(r.out);
