@@ -12,8 +12,10 @@ made from the step's current source when it starts, so it cannot drift from the 
 exercise whose lines are no longer in the step is refused (and its CTest fails).
 
 check compiles only the exercise's kernel for the CPU SIMT backend, with the compile and link
-commands of the step's own CPU copy in the build directory (build/ unless --build: the one
-scripts/build.sh and scripts/test.sh make; it builds the step there first if needed), then runs it
+commands of the step's own CPU copy in the build directory (unless --build: build-cpu/, the
+CPU-only build scripts/main.sh makes without a GPU, if it exists, else build/, the one
+scripts/test.sh makes, else a new CPU-only build-cpu/; it builds the step there first if needed),
+then runs it
 against the FP64 reference on a few shapes (odd lengths, Sq != Sk, causal, GQA, per-batch key
 lengths, bf16, dropout) under two schedules, forward and greedy. An exercise whose lesson is a
 count (`counters = "no bank conflicts"` in its .toml: step 4's swizzle) is built as the step's
@@ -226,8 +228,9 @@ def build_exercise(spec, ws, build, rebuild_step):
                       f"makes (build/), or --build with a directory configured by cmake -G Ninja")
     if not (build / "build.ninja").exists():
         print(f"exercise: configuring {shown(build)} (once)", flush=True)
+        # CPU-only: an exercise runs on the CPU backend, and nothing else needs building here
         r = run(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja",
-                 "-DCMAKE_BUILD_TYPE=Release"])
+                 "-DCMAKE_BUILD_TYPE=Release", "-DATTN_GPU=OFF"])
         if r.returncode != 0:
             raise Refusal(f"cmake failed to configure {build}: run scripts/setup.sh first "
                           f"({(r.stderr.strip().splitlines() or ['?'])[-1]})")
@@ -310,6 +313,15 @@ def conflicts(csv_path):
     return found
 
 
+def default_build():
+    """build-cpu/ (scripts/main.sh's CPU-only build, the fastest to rebuild) if it is there, else
+    build/ (scripts/test.sh's), else a new build-cpu/."""
+    for name in ("build-cpu", "build"):
+        if (ROOT / name / "build.ninja").exists():
+            return ROOT / name
+    return ROOT / "build-cpu"
+
+
 def cmd_check(args):
     spec = load(args.name)
     ws = workspace(spec, args.dir).resolve()
@@ -317,7 +329,7 @@ def cmd_check(args):
         raise Refusal(f"exercise {spec['name']} is not started in {ws} "
                       f"(scripts/exercise.py start {spec['name']})")
     locate(spec, spec["source"].read_text())  # the exercise matches the step
-    build = Path(args.build).resolve() if args.build else ROOT / "build"
+    build = Path(args.build).resolve() if args.build else default_build()
     reread = f"re-read: {spec['step']}/README.md, section \"{spec['chapter']}\""
     left = [i + 1 for i, line in enumerate((ws / "attention.cu").read_text().split("\n"))
             if BEGIN.match(line)]
@@ -368,7 +380,8 @@ def main():
         if command == "start":
             p.add_argument("--force", action="store_true", help="start again over an existing one")
         if command == "check":
-            p.add_argument("--build", help="the build directory whose step is reused (default: build)")
+            p.add_argument("--build", help="the build directory whose step is reused (default: "
+                           "build-cpu if it exists, else build, else a new CPU-only build-cpu)")
             p.add_argument("--no-build", action="store_true",
                            help="do not (re)build the step first (it must be built)")
     try:

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Measures the edit-and-run loop of a chapter experiment: after one kernel file changes, how long
+until the step has been rebuilt and has run on the CPU backend.
+
+For each kernel file it marks the file changed (its modification time, as an editor's save does;
+the content is left alone), rebuilds the step's executable in the build directory (only what
+depends on that file: the step's CPU copy, and in a GPU build its GPU copies too), then runs the
+step at a chapter's shape (B=1 H=2 S=129 D=64, checked against the FP64 reference). It prints the
+seconds of each part and of the whole.
+
+    scripts/edit_loop.py [--build build-cpu [--build build]] [--readme docs/README.md]
+
+build-cpu/ (the default) is the CPU-only build scripts/main.sh makes without a GPU, configured
+here when missing; a second --build adds a column (build/, scripts/test.sh's, compiles the GPU
+copies too). The run uses the first build. --readme rewrites the table between <!-- edit-loop:begin --> and <!-- edit-loop:end -->
+in that file. Exit status: 0, or 2 when a build or a run fails.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNELS = [("step1_naive", "attention.cu"), ("step2_tiled", "attention.cu"),
+           ("step3_fused", "attention.cu"), ("step4_tensorcore", "attention.cu"),
+           ("step5_warpspecialized", "attention.cu"), ("step5_warpspecialized",
+                                                        "attention_sm90a.cu")]
+SHAPE = ["--batch", "1", "--heads", "2", "--seq", "129", "--dim", "64"]
+
+
+def timed(cmd):
+    start = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = (r.stdout + r.stderr).strip().splitlines()[-1:] or [f"exit {r.returncode}"]
+        raise SystemExit(f"edit_loop: {' '.join(cmd)} failed: {tail[0]}")
+    return time.perf_counter() - start
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def kind(build):
+    with open(os.path.join(build, "build.ninja")) as f:
+        return "with the GPU copies (nvcc)" if "nvcc" in f.read() else "CPU-only"
+
+
+def rewrite(path, lines):
+    begin, end = "<!-- edit-loop:begin -->", "<!-- edit-loop:end -->"
+    with open(path) as f:
+        text = f.read()
+    if begin not in text or end not in text or text.index(begin) > text.index(end):
+        raise SystemExit(f"edit_loop: {path}: no {begin} ... {end} markers")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(path, "w") as f:
+        f.write(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
+    print(f"edit_loop: rewrote the table in {path}")
+
+
+def prepare(build):
+    """Configures a missing build directory (CPU-only) and brings the steps up to date."""
+    if not os.path.exists(os.path.join(build, "build.ninja")):
+        if os.path.exists(os.path.join(build, "CMakeCache.txt")):
+            raise SystemExit(f"edit_loop: {build} is not a Ninja build")
+        print(f"edit_loop: configuring {build} (CPU-only)", flush=True)
+        timed(["cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+               "-DATTN_GPU=OFF"])
+    steps = sorted({s for s, _ in KERNELS})
+    print(f"edit_loop: building {', '.join(steps)} in {build} first", flush=True)
+    timed(["cmake", "--build", build, "--target", *steps])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", action="append",
+                    help="a build directory (repeat to compare; default: build-cpu)")
+    ap.add_argument("--readme", help="rewrite the table between the markers of this file")
+    args = ap.parse_args()
+    builds = [os.path.abspath(b) for b in args.build or [os.path.join(ROOT, "build-cpu")]]
+    for build in builds:
+        prepare(build)
+
+    rows = []
+    for step, name in KERNELS:
+        source = os.path.join(ROOT, step, name)
+        rebuilds = []
+        for build in builds:
+            os.utime(source)  # saved by an editor
+            rebuilds.append(timed(["cmake", "--build", build, "--target", step]))
+        run = timed([os.path.join(builds[0], "bin", step), "--backend", "cpu", *SHAPE])
+        rows.append((f"{step}/{name}", rebuilds, run))
+        print(f"  {step + '/' + name:42s} rebuild " +
+              "  ".join(f"{b:6.1f} s" for b in rebuilds) + f"  run {run:5.1f} s", flush=True)
+    if args.readme:
+        shape = " ".join(SHAPE).replace("--", "")
+        names = [os.path.basename(b) + "/" for b in builds]
+        rewrite(args.readme, [
+            f"Generated by `scripts/edit_loop.py --readme` on {machine()}, idle; do not edit by "
+            f"hand. One kernel file marked changed, then the step rebuilt "
+            f"({'; '.join(f'{n} {kind(b)}' for n, b in zip(names, builds))}) and run on the CPU "
+            f"backend ({shape}, checked):", "",
+            "| kernel file changed | " + " | ".join(f"rebuild in {n} (s)" for n in names) +
+            f" | run (s) | edit to result in {names[0]} (s) |",
+            "| --- |" + " ---: |" * (len(builds) + 2),
+            *[f"| {n} | " + " | ".join(f"{b:.1f}" for b in rb) + f" | {r:.1f} | {rb[0] + r:.1f} |"
+              for n, rb, r in rows]])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
