@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Measures how long a newcomer waits: clones this repository's HEAD into a temporary directory,
+runs the README's main command there (scripts/main.sh) and reports when it printed its first table
+and when it finished, as main.sh itself reports them (seconds since it started, its installation
+step included).
+
+    scripts/first_result.py [--readme README.md] [-- ARGS for main.sh]
+
+--readme rewrites the sentence between <!-- first-result:begin --> and <!-- first-result:end -->
+in that file. Exit status: main.sh's, or 2 when the clone fails or main.sh printed no timing.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def rewrite(path, text):
+    begin, end = "<!-- first-result:begin -->", "<!-- first-result:end -->"
+    with open(path) as f:
+        old = f.read()
+    if begin not in old or end not in old or old.index(begin) > old.index(end):
+        raise SystemExit(f"first_result: {path}: no {begin} ... {end} markers")
+    head, rest = old.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(path, "w") as f:
+        f.write(head + begin + "\n" + text + "\n" + end + tail)
+    print(f"first_result: rewrote {path}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--readme", help="rewrite the sentence between the markers of this file")
+    ap.add_argument("args", nargs="*", help="arguments for scripts/main.sh")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        clone = os.path.join(tmp, "repo")
+        r = subprocess.run(["git", "clone", "-q", ROOT, clone], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"first_result: git clone failed: {r.stderr.strip()}", file=sys.stderr)
+            return 2
+        commit = subprocess.run(["git", "-C", clone, "rev-parse", "--short=12", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+        proc = subprocess.Popen([os.path.join(clone, "scripts", "main.sh"), *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        first = done = built = None
+        gpu = False
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            if m := re.match(r"main: steps built (\d+) s", line):
+                built = int(m.group(1))
+            if m := re.match(r"main: first table (\d+) s", line):
+                first = int(m.group(1))
+            if m := re.match(r"main: results in .* \((\d+) s\)", line):
+                done = int(m.group(1))
+            if line.startswith("main: building build-gpu"):
+                gpu = True
+        status = proc.wait()
+    if done is None:
+        print("first_result: main.sh printed no timing", file=sys.stderr)
+        return 2
+    first = first if first is not None else done
+    print(f"first_result: first table after {first} s, done after {done} s")
+    if args.readme:
+        where = "with a GPU" if gpu else "without a GPU"
+        rewrite(args.readme,
+                f"Measured by `scripts/first_result.py --readme README.md` (a fresh clone of "
+                f"{commit}, {where}, on {machine()}, the Debian packages installed; .venv made by the command): "
+                f"the steps built after {built} s, the first table after **{first} s**, the "
+                f"counted results and the chart after {done} s."
+                if built is not None else
+                f"Measured by `scripts/first_result.py --readme README.md` (a fresh clone of "
+                f"{commit}, {where}, on {machine()}): results and the chart after {done} s.")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
