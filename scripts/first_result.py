@@ -56,7 +56,7 @@ def main():
             return 2
         commit = subprocess.run(["git", "-C", clone, "rev-parse", "--short=12", "HEAD"],
                                 capture_output=True, text=True).stdout.strip()
-        proc = subprocess.Popen([os.path.join(clone, "scripts", "main.sh"), *args],
+        proc = subprocess.Popen([os.path.join(clone, "scripts", "main.sh"), *args.args],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         first = done = built = None
         gpu = False
