@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 
+from markers import replaced
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPE = ["--batch", "1", "--heads", "4", "--seq", "256", "--dim", "64", "--dtype", "fp16"]
 SHAPE_TEXT = "fp16, B=1, H=4, S=256, D=64, not causal"
@@ -87,7 +89,6 @@ CHAPTERS = {
                                "mma", "wgmma", "tensor", "barriers", "named", "mbarrier",
                                "model"]),
 }
-BEGIN, END = "<!-- counters:begin -->", "<!-- counters:end -->"
 
 
 def count(build):
@@ -124,14 +125,6 @@ def table(step, rows):
     return "\n".join(lines)
 
 
-def replaced(text, body, path):
-    if BEGIN not in text or END not in text or text.index(BEGIN) > text.index(END):
-        raise SystemExit(f"counters_table: {path}: no {BEGIN} ... {END} markers")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return head + BEGIN + "\n" + body + "\n" + END + tail
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -146,7 +139,7 @@ def main():
         path = os.path.join(ROOT, step, "README.md")
         with open(path) as f:
             text = f.read()
-        new = replaced(text, table(step, rows), path)
+        new = replaced(text, "counters", table(step, rows), path)
         if args.write and new != text:
             with open(path, "w") as f:
                 f.write(new)

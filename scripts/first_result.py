@@ -16,31 +16,9 @@ import subprocess
 import sys
 import tempfile
 
+from markers import check, machine, rewrite
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def machine():
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f
-                          if line.startswith("model name")), model)
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores"
-
-
-def rewrite(path, text):
-    begin, end = "<!-- first-result:begin -->", "<!-- first-result:end -->"
-    with open(path) as f:
-        old = f.read()
-    if begin not in old or end not in old or old.index(begin) > old.index(end):
-        raise SystemExit(f"first_result: {path}: no {begin} ... {end} markers")
-    head, rest = old.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    with open(path, "w") as f:
-        f.write(head + begin + "\n" + text + "\n" + end + tail)
-    print(f"first_result: rewrote {path}")
 
 
 def main():
@@ -48,6 +26,8 @@ def main():
     ap.add_argument("--readme", help="rewrite the sentence between the markers of this file")
     ap.add_argument("args", nargs="*", help="arguments for scripts/main.sh")
     args = ap.parse_args()
+    if args.readme:
+        check(args.readme, "first-result")
     with tempfile.TemporaryDirectory() as tmp:
         clone = os.path.join(tmp, "repo")
         r = subprocess.run(["git", "clone", "-q", ROOT, clone], capture_output=True, text=True)
@@ -78,7 +58,7 @@ def main():
     print(f"first_result: first table after {first} s, done after {done} s")
     if args.readme:
         where = "with a GPU" if gpu else "without a GPU"
-        rewrite(args.readme,
+        rewrite(args.readme, "first-result",
                 f"Measured by `scripts/first_result.py --readme README.md` (a fresh clone of "
                 f"{commit}, {where}, on {machine()}, the Debian packages installed; .venv made by the command): "
                 f"the steps built after {built} s, the first table after **{first} s**, the "
@@ -86,6 +66,7 @@ def main():
                 if built is not None else
                 f"Measured by `scripts/first_result.py --readme README.md` (a fresh clone of "
                 f"{commit}, {where}, on {machine()}): results and the chart after {done} s.")
+        print(f"first_result: rewrote {args.readme}")
     return status
 
 

@@ -111,6 +111,21 @@ class FirstHour(unittest.TestCase):
                 if "--resource-usage" in line and "nvcc_capture.sh" not in line]
         self.assertEqual(loud, [])
 
+    def test_measuring_scripts_refuse_a_bad_readme_before_any_work(self):
+        # edit_loop.py marks kernels changed and rebuilds; first_result.py clones and runs
+        # main.sh: a file they cannot rewrite must stop them before that, in one line.
+        with tempfile.TemporaryDirectory() as tmp:
+            unmarked = Path(tmp) / "unmarked.md"
+            unmarked.write_text("no markers here\n")
+            for script, readme in (("edit_loop.py", unmarked), ("first_result.py", unmarked),
+                                   ("cpu_speed.py", Path(tmp) / "missing.md")):
+                r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--readme",
+                                    str(readme)], capture_output=True, text=True, timeout=20)
+                self.assertEqual(r.returncode, 2, script)
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+                self.assertIn(str(readme), r.stderr)
+                self.assertEqual(r.stdout, "", script)
+
     def test_no_exercise_shows_its_answer_outside_its_blanks(self):
         # step4_p_fragments gave its answer away in the dropout lines below the blank.
         for name in exercise.names():
