@@ -98,10 +98,9 @@ CliResult parse_cli(int argc, const char* const* argv, const CliStep& step, Opti
                  "untimed iterations before timing (default: 1 on a GPU, 0 on the CPU)")
       ->check(CLI::Range(0, 1000000));
   if (!step.variants.empty())
-    app.add_option("--variant", out.variant,
-                   "kernel variant: " + join(step.variants) +
-                       " (default: what the device runs "
-                       "best)");
+    app.add_option(
+        "--variant", out.variant,
+        "kernel variant: " + join(step.variants) + " (default: what the device runs best)");
   app.add_option("--csv", out.csv, "append a result row to this CSV file");
   app.add_option("--load", out.load,
                  "read q, k, v (and seqlens_q/seqlens_k) from this .safetensors file; the shape "

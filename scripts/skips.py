@@ -4,7 +4,7 @@
     scripts/skips.py [build/Testing/Temporary/LastTest.log]
 
 CTest's summary shows a skipped test as "***Skipped" only; the reason is what the test printed
-("skipped: ..."), which CTest keeps in LastTest.log. scripts/test.sh runs this after CTest.
+("skipped: ..." or "SCRIPT: skipped: ..."), which CTest keeps in LastTest.log. scripts/test.sh runs this after CTest.
 """
 import re
 import sys
@@ -19,8 +19,9 @@ def skips(text):
         if not name or not output:
             continue
         for line in output.group(1).splitlines():
-            if line.startswith("skipped: "):
-                found.append((name.group(1), line[len("skipped: "):]))
+            # "skipped: why", or a script's "check_sdpa: skipped: why"
+            if m := re.match(r"(?:[\w.-]+: )?skipped: (.*)", line):
+                found.append((name.group(1), m.group(1)))
                 break
     return found
 

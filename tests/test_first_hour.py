@@ -32,6 +32,18 @@ Test time =   0.00 sec
 Test Passed.
 ----------------------------------------------------------
 
+7/9 Testing: sdpa.step1_naive
+7/9 Test: sdpa.step1_naive
+Command: "python" "scripts/check_sdpa.py" "--steps" "step1_naive"
+Output:
+----------------------------------------------------------
+check_sdpa: skipped: No module named 'torch' (install with ATTN_WITH_TORCH=1)
+<end of output>
+Test time =   0.02 sec
+----------------------------------------------------------
+Test Passed.
+----------------------------------------------------------
+
 6/9 Testing: common.ok
 6/9 Test: common.ok
 Command: "tests/common_tests" "ok"
@@ -52,14 +64,17 @@ class FirstHour(unittest.TestCase):
     def test_skipped_tests_show_their_reason(self):
         # CTest's summary says only "***Skipped"; the test command then lists each with why.
         self.assertEqual(skips.skips(LOG),
-                         [("gpu.step1_naive.matrix", "built without the CUDA toolkit")])
+                         [("gpu.step1_naive.matrix", "built without the CUDA toolkit"),
+                          ("sdpa.step1_naive",
+                           "No module named 'torch' (install with ATTN_WITH_TORCH=1)")])
         with tempfile.NamedTemporaryFile("w", suffix=".log") as f:
             f.write(LOG)
             f.flush()
             r = subprocess.run([sys.executable, str(ROOT / "scripts" / "skips.py"), f.name],
                                capture_output=True, text=True)
         self.assertEqual(r.stdout, "skipped: gpu.step1_naive.matrix: built without the CUDA "
-                         "toolkit\n")
+                         "toolkit\nskipped: sdpa.step1_naive: No module named 'torch' (install "
+                         "with ATTN_WITH_TORCH=1)\n")
         self.assertIn("scripts/skips.py", (ROOT / "scripts" / "test.sh").read_text())
 
     def test_a_long_step0_run_shows_progress_on_a_terminal(self):
