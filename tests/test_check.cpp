@@ -70,11 +70,15 @@ TEST_CASE("gate: an unwritten element is named as such", "[check]") {
   auto r = f.check();
   CHECK_FALSE(r.passed);
   CHECK(r.unwritten == 1);
+  CHECK(r.unwritten_o == 1);  // the report says which output was left unwritten
+  CHECK(r.unwritten_lse == 0);
   CHECK_THAT(r.first_failure, Catch::Contains("never written"));
   Fixture g(attn::DType::bf16);
   std::memset(&g.lse[2], attn::kPoisonByte, sizeof g.lse[2]);
   r = g.check();
   CHECK(r.unwritten == 1);
+  CHECK(r.unwritten_o == 0);
+  CHECK(r.unwritten_lse == 1);
 }
 
 TEST_CASE("gate: -inf LSE must stay -inf, and a finite LSE must be close", "[check]") {
