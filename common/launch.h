@@ -18,7 +18,16 @@ struct LaunchConfig {
   simt::where_t where = simt::where_t::current();
 };
 
-template <typename... Params, typename... Args>
+// Whether this translation unit is instrumented (GCC's -fsanitize=thread: ATTN_INSTRUMENT_FLAGS).
+// It is a template argument of launch below, so that the instrumented and the plain copies of a
+// kernel's launch are different functions: the linker cannot merge them into one.
+#if defined(__SANITIZE_THREAD__)
+#define ATTN_INSTRUMENTED_TU true
+#else
+#define ATTN_INSTRUMENTED_TU false
+#endif
+
+template <bool kInstrumented = ATTN_INSTRUMENTED_TU, typename... Params, typename... Args>
 void launch(void (*kernel)(Params...), const LaunchConfig& cfg, const Args&... args) {
 #if defined(__CUDACC__)
   if (cfg.smem_bytes > 48 * 1024)
@@ -28,7 +37,7 @@ void launch(void (*kernel)(Params...), const LaunchConfig& cfg, const Args&... a
   ATTN_CUDA_CHECK(cudaGetLastError());
 #else
   simt::launch(
-      cfg.grid, cfg.block, cfg.smem_bytes, [&] { kernel(args...); }, cfg.where);
+      cfg.grid, cfg.block, cfg.smem_bytes, [&] { kernel(args...); }, cfg.where, kInstrumented);
 #endif
 }
 

@@ -29,6 +29,22 @@ __global__ void unwritten_read(float* out, int which) {
   if (threadIdx.x == 0) out[0] = s[which == 1 ? 64 : 63];
 }
 
+// One warp stores an 8x8 matrix of 16-bit elements (each lane a 4-byte word), orders its stores
+// with __syncwarp and reads the matrix with ldmatrix; then stores it again and reads it again,
+// with (sync 1) or without (sync 0) a second __syncwarp. ldmatrix hands each row to every lane, so
+// without it the second read is not ordered after the other lanes' stores (nor the lane's own).
+__global__ void restore_then_ldmatrix(uint32_t* out, int sync) {
+  uint32_t* s = attn::shared_memory<uint32_t>();
+  uint32_t r[1];
+  s[threadIdx.x] = threadIdx.x;
+  __syncwarp();
+  attn::ldmatrix<1>(r, s + 4 * (threadIdx.x % 8));
+  s[threadIdx.x] = r[0] + 100;
+  if (sync) __syncwarp();
+  attn::ldmatrix<1>(r, s + 4 * (threadIdx.x % 8));
+  out[threadIdx.x] = r[0];
+}
+
 // Reads in[i] for i in [first, first + blockDim.x): before the buffer when first < 0.
 __global__ void global_read(const float* in, float* out, int first) {
   out[threadIdx.x] = in[first + static_cast<int>(threadIdx.x)];
@@ -40,8 +56,17 @@ __global__ void count(int* counter, unsigned* bits) {
   atomicMax(reinterpret_cast<int*>(bits), static_cast<int>(threadIdx.x));
 }
 
+// An instrumented function that a plain kernel calls, as a plain kernel may call an inline helper
+// whose definition the linker took from an instrumented copy: one store to shared word `word`.
+void touch_shared(int word) {
+  attn::shared_memory<float>()[word] = 1.0f;
+}
+
 void run_unwritten_read(float* out, int which) {
   attn::launch(unwritten_read, {dim3(1), dim3(32), 128 * sizeof(float)}, out, which);
+}
+void run_restore_then_ldmatrix(uint32_t* out, int sync) {
+  attn::launch(restore_then_ldmatrix, {dim3(1), dim3(32), 32 * sizeof(uint32_t)}, out, sync);
 }
 void run_shared_access(float* out, int words, int read) {
   attn::launch(shared_access, {dim3(1), dim3(words), words * sizeof(float)}, out, read);

@@ -33,8 +33,11 @@ Schedule schedule();
 // Blocks run in parallel on worker OS threads (SIMT_WORKERS, default: all cores). Afterwards the
 // guard zones of all device allocations are checked. Throws KernelError on any fault, naming
 // the launch site `where`.
+//
+// `instrumented`: the kernel was compiled with the instrumentation hooks (ATTN_INSTRUMENT_FLAGS),
+// so that every shared-memory store it makes is seen and "never written" can be checked.
 void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::function<void()>& body,
-            const simt::where_t& where = simt::where_t::current());
+            const simt::where_t& where = simt::where_t::current(), bool instrumented = false);
 
 // Progress of long runs: `hook(started, total)` is called from the worker threads each time a
 // block of a launch starts (started counts 1..total within that launch). Process-wide; pass an

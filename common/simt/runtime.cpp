@@ -317,6 +317,11 @@ struct Block {
   // tracked only in an instrumented kernel (track_stores).
   std::vector<uint64_t> stores;
   bool tracking = false;
+  // The launch came from an instrumented translation unit (simt::launch's `instrumented`): only
+  // then is every plain store seen, and tracking may start. A plain kernel can still call an
+  // instrumented helper (an inline function the linker took from the instrumented copy), whose
+  // accesses must not start tracking what the kernel's own plain stores never report.
+  bool instrumented = false;
   // Per 16-byte chunk of smem, the cp.async in flight into it (thread -1: none).
   struct Pending {
     const char* file;
@@ -692,7 +697,8 @@ struct LaunchState {
   size_t smem_bytes;
   const std::function<void()>* body;
   Schedule schedule;
-  bool counting;  // counters::active() when the launch began
+  bool counting;      // counters::active() when the launch began
+  bool instrumented;  // the kernel reports its accesses (an instrumented translation unit)
 };
 
 void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& blk,
@@ -732,6 +738,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   std::memset(blk.smem, 0xFF, L.smem_bytes);
   blk.stores.clear();  // allocated when an instrumented kernel starts (track_stores)
   blk.tracking = false;
+  blk.instrumented = L.instrumented;
   blk.pending.assign((L.smem_bytes + 15) / 16, Block::Pending{nullptr, 0, -1, nullptr});
   blk.written.assign((L.smem_bytes + 15) / 16, 0);
   blk.clocks.clear();
@@ -1139,7 +1146,7 @@ void mark_visible(int warp, uint32_t lanes) {
 
 void track_stores() {
   Block& blk = *t_block;
-  if (blk.tracking) return;
+  if (blk.tracking || !blk.instrumented) return;
   blk.stores.assign((blk.smem_bytes + 3) / 4 + 1, 0);
   blk.tracking = true;
 }
@@ -1151,7 +1158,8 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
   if (a + bytes <= lo || a >= hi) return false;
   const auto s = reinterpret_cast<uintptr_t>(blk.smem);
   const char* kind = write ? "write" : "read";
-  if (blk.stores.empty()) track_stores();  // (an instrumented kernel called it on entry)
+  if (blk.stores.empty()) track_stores();    // (an instrumented kernel called it on entry)
+  const bool tracked = !blk.stores.empty();  // not in a plain kernel's instrumented helper
   if (a < s || a + bytes > s + blk.smem_bytes) {
     const long long off = static_cast<long long>(a) - static_cast<long long>(s);
     problem = "out-of-bounds shared-memory " + std::string(kind) + " of " + std::to_string(bytes) +
@@ -1168,13 +1176,14 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
                   landing_hint(q);
         return true;
       }
-    if (!blk.stores.empty() && !ever_written(a - s, bytes)) {
+    if (tracked && !ever_written(a - s, bytes)) {
       problem = "read of shared memory (offset " + std::to_string(a - s) +
                 ") that nothing has written since the block started (it holds the start-up "
                 "poison: a wrong buffer, stage or offset?)";
       return true;
     }
   }
+  if (!tracked) return true;
   const ThreadIds& me = *t_current;
   const size_t w0 = (a - s) / 4, w1 = (a - s + bytes - 1) / 4;
   for (size_t w = w0; w <= w1; ++w) {
@@ -1221,6 +1230,15 @@ namespace {
        std::to_string(off) + ".." + std::to_string(off + bytes - 1) +
        " while the cp.async that thread " + std::to_string(q.tid) + " issued into them at " +
        loc_of(q.file, q.line) + " has not landed" + landing_hint(q));
+}
+[[noreturn, gnu::noinline, gnu::cold]] void unordered_collective_read(size_t off, int writer,
+                                                                      const char* what,
+                                                                      const simt::where_t& where) {
+  fail(std::string(what) + " at " + loc(where) + " reads shared memory bytes " +
+       std::to_string(off) + ".." + std::to_string(off + 15) + ", which lane " +
+       std::to_string(writer % 32) +
+       " of the same warp stored with no __syncwarp, barrier or fence since: the instruction "
+       "hands every row to all 32 lanes, and nothing makes that store visible to them");
 }
 [[noreturn, gnu::noinline, gnu::cold]] void unwritten_read(size_t off, const char* what,
                                                            const simt::where_t& where) {
@@ -1275,9 +1293,20 @@ void check_shared_read16(const void* p, const char* what, const simt::where_t& w
   const size_t off = c - blk.smem;
   if (const Block::Pending& q = blk.pending[off / 16]; q.tid >= 0) [[unlikely]]
     pending_read(q, off, 16, what, where);
-  // Only where every store is seen (the instrumented build) is an unwritten chunk known.
-  if (blk.tracking && !blk.written[off / 16]) [[unlikely]]
+  // Only where every store is seen (the instrumented build) is an unwritten chunk known, and the
+  // lane that stored each word. A warp collective (ldmatrix) gives each row to every lane: a
+  // store by any lane of this warp, the supplying lane's own included, must be ordered before it.
+  if (!blk.tracking) return;
+  if (!blk.written[off / 16]) [[unlikely]]
     unwritten_read(off, what, where);
+  for (size_t w = off / 4; w < off / 4 + 4; ++w) {
+    const uint64_t last = blk.stores[w];
+    if (last == 0) continue;
+    const int writer = static_cast<int>(last >> 32) - 1;
+    if (writer / 32 == t_current->warp &&
+        blk.threads[writer].ids.visible_epoch == static_cast<uint32_t>(last)) [[unlikely]]
+      unordered_collective_read(off, writer, what, where);
+  }
 }
 
 void check_shared(const void* p, size_t bytes, size_t align, const char* what,
@@ -1363,7 +1392,7 @@ void set_progress_hook(ProgressHook hook) {
 }
 
 void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body,
-            const simt::where_t& where) {
+            const simt::where_t& where, bool instrumented) {
   const std::string site = "kernel launched at " + detail::loc(where);
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
   if (threads == 0 || threads > kMaxThreadsPerBlock)
@@ -1391,7 +1420,8 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
       std::fclose(f);
     }
   }
-  const detail::LaunchState L{grid, block, smem, &body, schedule(), counters::active()};
+  const detail::LaunchState L{grid,        block, smem, &body, schedule(), counters::active(),
+                              instrumented};
   if (L.counting) counters::hook::launch();
   const uint64_t nblocks = uint64_t(grid.x) * grid.y * grid.z;
   std::vector<uint64_t> order(nblocks);
