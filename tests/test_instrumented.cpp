@@ -10,6 +10,8 @@
 
 #include "common/check.h"
 #include "common/harness.h"
+#include "common/kernel.h"
+#include "common/ptx.h"
 #include "common/simt/ptx.h"
 #include "tests/matrix.h"
 #include "tests/simt_buffer.h"
@@ -26,6 +28,33 @@ namespace step3::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 namespace step4::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step4::rung1::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step4::rung2::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step4::rung3::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step4::rung4::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step4::rung5::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step4::rung6::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step4::rung7::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step4::rung8::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step4::rung9::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 namespace step5::counted {
@@ -100,6 +129,19 @@ TEST_CASE("instrumented step3 passes the matrix with no access reported", "[inst
 TEST_CASE("instrumented step4 passes the matrix with no access reported", "[instrumented]") {
   run_matrix({.name = "step4_tensorcore", .cpu = &step4::counted::run, .head_dims = kHeadDims},
              "greedy");
+}
+TEST_CASE("instrumented step4 rungs pass the matrix with no access reported", "[instrumented]") {
+  const std::pair<const char*, attn::StepFn> rungs[] = {
+      {"mma", &step4::rung1::counted::run},        {"registers", &step4::rung2::counted::run},
+      {"swizzle", &step4::rung3::counted::run},    {"pipeline", &step4::rung4::counted::run},
+      {"exp2", &step4::rung5::counted::run},       {"unmasked", &step4::rung6::counted::run},
+      {"immediates", &step4::rung7::counted::run}, {"copies", &step4::rung8::counted::run},
+      {"keepbits", &step4::rung9::counted::run},
+  };
+  for (const auto& [name, fn] : rungs)
+    run_matrix(
+        {.name = std::string("step4_tensorcore[") + name + "]", .cpu = fn, .head_dims = kHeadDims},
+        "greedy");
 }
 
 // step5's two kernels, the ring's producer and consumers and the Hopper emulations included.
@@ -221,7 +263,46 @@ void run_unwritten_read(float* out, int which);
 void run_shared_access(float* out, int words, int read);
 void run_global_read(const float* in, float* out, int n, int first);
 void run_count(int* counter, unsigned* bits, int threads);
+void touch_shared(int word);
+void run_restore_then_ldmatrix(uint32_t* out, int sync);
 }  // namespace instrumented
+
+namespace {
+// A plain kernel (this file is not instrumented): its stores are invisible to the backend. It
+// calls an instrumented helper that stores to shared memory too, then reads what its own plain
+// stores wrote with ldmatrix. That is not a read of memory "nothing has written": only a launch
+// from an instrumented file sees every store (common/launch.h), so only there may the backend
+// track them.
+__global__ void plain_kernel_instrumented_helper(uint32_t* out) {
+  uint32_t* s = attn::shared_memory<uint32_t>();
+  for (int i = threadIdx.x; i < 32; i += 32) s[i] = i;
+  instrumented::touch_shared(40);
+  __syncthreads();
+  uint32_t r[1];
+  attn::ldmatrix<1>(r, s + 4 * (threadIdx.x % 8));
+  out[threadIdx.x] = r[0];
+}
+}  // namespace
+
+TEST_CASE("instrumented: ldmatrix of the warp's own stores needs a __syncwarp before it",
+          "[instrumented]") {
+  attn_test::DeviceBuf<uint32_t> out(32, "out");
+  instrumented::run_restore_then_ldmatrix(out.ptr, 1);
+  for (uint32_t l = 0; l < 32; ++l) CHECK(out.ptr[l] == l + 100);
+  // The second store of each word, then ldmatrix with no __syncwarp between: every lane's read
+  // depends on stores of other lanes that nothing ordered before it.
+  CHECK_THROWS_WITH(instrumented::run_restore_then_ldmatrix(out.ptr, 0),
+                    Catch::Contains("ldmatrix at tests/instrumented_kernels.cpp:") &&
+                        Catch::Contains("of the same warp stored with no __syncwarp"));
+}
+
+TEST_CASE("instrumented: a plain kernel's stores are not taken for unwritten memory",
+          "[instrumented]") {
+  attn_test::DeviceBuf<uint32_t> out(32, "out");
+  attn::launch(plain_kernel_instrumented_helper, {dim3(1), dim3(32), 64 * sizeof(float)}, out.ptr);
+  // Lane l holds row l / 4, elements 2 (l % 4) and 2 (l % 4) + 1: word 4 (l / 4) + l % 4 = l.
+  for (uint32_t l = 0; l < 32; ++l) CHECK(out.ptr[l] == l);
+}
 
 TEST_CASE("instrumented: a shared-memory read one past the end is reported", "[instrumented]") {
   attn_test::DeviceBuf<float> out(1, "out");
