@@ -18,7 +18,7 @@ function(attn_warnings target)
 endfunction()
 
 # attn_add_step(<name> KERNEL <kernel.cu> INFO <step.cpp> MAIN <main.cpp>
-#               [HOPPER_KERNEL <kernel_sm90a.cu>])
+#               [HOPPER_KERNEL <kernel_sm90a.cu>] [RUNGS <rung1.cu> ...])
 #
 # Compiles the kernel file twice:
 #   <name>_gpu: nvcc, for CMAKE_CUDA_ARCHITECTURES (namespace <step>::gpu); not in a CPU-only
@@ -29,8 +29,10 @@ endfunction()
 # HOPPER_KERNEL: a second kernel file that only sm_90a can run (wgmma, TMA, setmaxnreg). Its CPU
 # copy is always built; its GPU copy (<name>_sm90a_gpu) only when CMAKE_CUDA_ARCHITECTURES holds
 # 90a, and for that architecture alone. The INFO file sees ATTN_HAVE_SM90A (1 or 0).
+# RUNGS: the earlier rungs of a step whose lesson is a ladder (each a complete kernel file, in its
+# own namespace <step>::rungN); compiled as the kernel file is, into the same libraries.
 function(attn_add_step name)
-  cmake_parse_arguments(ARG "" "KERNEL;INFO;MAIN;HOPPER_KERNEL" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "KERNEL;INFO;MAIN;HOPPER_KERNEL" "RUNGS" ${ARGN})
   set(kernel ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_KERNEL})
   set(have_sm90a 0)
   if(ATTN_HAVE_GPU AND ARG_HOPPER_KERNEL AND "90a" IN_LIST CMAKE_CUDA_ARCHITECTURES)
@@ -39,7 +41,7 @@ function(attn_add_step name)
 
   set(gpu_objects "")
   if(ATTN_HAVE_GPU)
-    add_library(${name}_gpu OBJECT ${ARG_KERNEL})
+    add_library(${name}_gpu OBJECT ${ARG_KERNEL} ${ARG_RUNGS})
     target_link_libraries(${name}_gpu PRIVATE attn_kernel_deps)
     # ptxas reports each kernel's registers, spills and shared memory; cmake/nvcc_capture.sh keeps
     # the report beside the object for scripts/kernel_report.py.
@@ -68,6 +70,13 @@ function(attn_add_step name)
          "// Generated: ${ARG_HOPPER_KERNEL} compiled by the host compiler for the CPU SIMT backend.\n#include \"${CMAKE_CURRENT_SOURCE_DIR}/${ARG_HOPPER_KERNEL}\"\n")
     list(APPEND cpu_source ${hopper_source})
   endif()
+  foreach(rung ${ARG_RUNGS})
+    get_filename_component(stem ${rung} NAME_WE)
+    set(rung_source ${CMAKE_CURRENT_BINARY_DIR}/${name}_${stem}_cpu.cpp)
+    file(CONFIGURE OUTPUT ${rung_source} CONTENT
+         "// Generated: ${rung} compiled by the host compiler for the CPU SIMT backend.\n#include \"${CMAKE_CURRENT_SOURCE_DIR}/${rung}\"\n")
+    list(APPEND cpu_source ${rung_source})
+  endforeach()
   add_library(${name}_cpu OBJECT ${cpu_source})
   target_link_libraries(${name}_cpu PRIVATE attn_kernel_deps attn_simt)
   # CUDA code reinterprets memory freely (16-byte vector loads of half arrays); tell the host
@@ -95,7 +104,7 @@ function(attn_add_step name)
   # instrumented tests run it too. bin/counted/<name> links it; bin/<name> --counters runs that.
   if(ATTN_COUNTERS)
     set(counted_sources)
-    foreach(file ${ARG_KERNEL} ${ARG_HOPPER_KERNEL})
+    foreach(file ${ARG_KERNEL} ${ARG_HOPPER_KERNEL} ${ARG_RUNGS})
       get_filename_component(stem ${file} NAME_WE)
       set(counted_source ${CMAKE_CURRENT_BINARY_DIR}/${name}_${stem}_counted.cpp)
       file(CONFIGURE OUTPUT ${counted_source} CONTENT

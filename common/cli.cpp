@@ -48,7 +48,9 @@ std::string lengths_str(const std::vector<int>& v) {
 }  // namespace
 
 CliResult parse_cli(int argc, const char* const* argv, const std::string& program, Options& out) {
-  return parse_cli(argc, argv, CliStep{program, true, {"sm80", "sm90a"}, true, {}}, out);
+  return parse_cli(argc, argv,
+                   CliStep{program, true, {"sm80", "sm90a"}, true, {}, {"NAME: any step's rung"}},
+                   out);
 }
 
 CliResult parse_cli(int argc, const char* const* argv, const CliStep& step, Options& out) {
@@ -101,6 +103,15 @@ CliResult parse_cli(int argc, const char* const* argv, const CliStep& step, Opti
     app.add_option(
         "--variant", out.variant,
         "kernel variant: " + join(step.variants) + " (default: what the device runs best)");
+  if (!step.rungs.empty()) {
+    std::string ladder;
+    for (size_t i = 0; i < step.rungs.size(); ++i)
+      ladder += "\n  " + std::to_string(i + 1) + " " + step.rungs[i];
+    app.add_option("--rung", out.rung,
+                   "a rung of this step's ladder, by name or number (default: the last, the "
+                   "step's own kernel):" +
+                       ladder);
+  }
   app.add_option("--csv", out.csv, "append a result row to this CSV file");
   app.add_option("--load", out.load,
                  "read q, k, v (and seqlens_q/seqlens_k) from this .safetensors file; the shape "

@@ -17,6 +17,7 @@ struct Options {
   int iters = -1;
   int warmup = -1;
   std::string variant;  // kernel variant of a step that has several; empty: the step's default
+  std::string rung;     // a rung of a step's ladder, by name or number; empty: the last (the step)
   std::string csv;      // append a result row here when set
   std::string load;     // take q, k, v (and per-batch lengths) from this safetensors file
   std::string save;     // write q, k, v, o, lse to this safetensors file
@@ -45,13 +46,15 @@ struct CliResult {
 
 // What a step's command line offers beyond the shared flags: a step that runs kernels (the CPU
 // backend's --schedule, --counters), its variants (--variant), its tile configurations (--config,
-// --tuned-table), and the head dims it is built for (listed in --help; empty: any).
+// --tuned-table), its rungs (--rung), and the head dims it is built for (listed in --help; empty:
+// any).
 struct CliStep {
   std::string name;
   bool kernels = true;
   std::vector<std::string> variants;
   bool configs = false;
   std::vector<int> head_dims;
+  std::vector<std::string> rungs;  // "name: idea", in course order (--rung); empty: one kernel
 };
 
 // Parses and validates the step's flags (problem validation included); a flag the step does not

@@ -238,7 +238,49 @@ void gpu_not_built(const AttentionParams&, RunContext&) {
                          kBuiltWithoutToolkit);
 }
 
+namespace {
+
+// "name: idea" for each rung, as --help lists them.
+std::vector<std::string> rung_lines(const StepInfo& step) {
+  std::vector<std::string> lines;
+  for (const auto& r : step.rungs) lines.push_back(r.name + ": " + r.idea);
+  return lines;
+}
+
+// run_step for the kernel chosen: `rung` is appended to the step's name in the result row.
+RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::string& rung);
+
+}  // namespace
+
 RunOutcome run_step(const StepInfo& step, const Options& opt) {
+  if (opt.rung.empty()) return run_kernel(step, opt, "");
+  if (step.rungs.empty())
+    return invalid(step.name + ": --rung " + opt.rung + ": this step is a single kernel");
+  std::string known;
+  size_t index = step.rungs.size();
+  for (size_t i = 0; i < step.rungs.size(); ++i) {
+    known += (i ? ", " : "") + std::to_string(i + 1) + " " + step.rungs[i].name;
+    if (opt.rung == step.rungs[i].name || opt.rung == std::to_string(i + 1)) index = i;
+  }
+  if (index == step.rungs.size())
+    return invalid(step.name + ": --rung " + opt.rung + ": this step's rungs are " + known);
+  if (index + 1 == step.rungs.size()) return run_kernel(step, opt, "");  // the step's own kernel
+  const StepInfo::Rung& r = step.rungs[index];
+  if (!opt.config.empty())
+    return invalid(step.name + ": --config " + opt.config + ": rung " + r.name +
+                   " has one tile configuration (the last rung has the others)");
+  StepInfo rung = step;
+  rung.cpu = r.cpu;
+  rung.gpu = r.gpu;
+  rung.counted = r.counted;
+  rung.configs = {};
+  rung.tuned_table = {};
+  return run_kernel(rung, opt, "[" + r.name + "]");
+}
+
+namespace {
+
+RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::string& rung) {
   RunOutcome out;
   const Problem& p = opt.problem;
   if (!step.head_dims.empty() &&
@@ -313,7 +355,7 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
       return invalid(step.name + ": " + why);
 
   ResultRow& row = out.row;
-  row.step = step.name + (variant.empty() ? "" : "[" + variant + "]");
+  row.step = step.name + (variant.empty() ? "" : "[" + variant + "]") + rung;
   row.problem = p;
   row.iters = iters;
   row.commit = build_commit();
@@ -409,12 +451,14 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
   return out;
 }
 
+}  // namespace
+
 int step_main(int argc, char** argv, const StepInfo& step) {
   Options opt;
-  const CliResult cli = parse_cli(
-      argc, argv,
-      CliStep{step.name, step.gpu != nullptr, step.variants, !step.configs.empty(), step.head_dims},
-      opt);
+  const CliResult cli = parse_cli(argc, argv,
+                                  CliStep{step.name, step.gpu != nullptr, step.variants,
+                                          !step.configs.empty(), step.head_dims, rung_lines(step)},
+                                  opt);
   if (cli.exit_code == 0) {
     std::cout << cli.message;
     return 0;

@@ -61,6 +61,18 @@ struct StepInfo {
   std::string (*default_variant)(Backend& backend) = nullptr;
   // Why a variant cannot run on this backend ("" if it can): invalid input, exit 2.
   std::string (*variant_unavailable)(Backend& backend, const std::string& variant) = nullptr;
+  // The ladder of a step whose lesson is several ideas (--rung NAME or its number): complete
+  // kernels in course order, each one idea more than the one before. The last is the step's own
+  // kernel (cpu, gpu and counted above), the only one with tile configurations; an earlier one
+  // runs as "<step>[<rung>]" in the result line and the CSV. Empty: the step is one kernel.
+  struct Rung {
+    std::string name;  // e.g. "swizzle"
+    std::string idea;  // one line: what this rung adds to the one before
+    StepFn cpu;
+    StepFn gpu = nullptr;
+    StepFn counted = nullptr;
+  };
+  std::vector<Rung> rungs = {};
 };
 
 // A problem on a backend: inputs uploaded, outputs allocated and poisoned (so that anything a step

@@ -3,12 +3,19 @@
 
     scripts/stepdiff.py 3 4                          # unified diff of the two kernels
     scripts/stepdiff.py step4 step5 --ignore-comments --ignore-space
+    scripts/stepdiff.py 4.2 4.3                      # two rungs of step 4's ladder
     scripts/stepdiff.py 4 5 --html step4-5.html      # one self-contained HTML file
+    scripts/stepdiff.py --list                       # every step and rung, in course order
 
 A step is a number (0-5), `stepN`, or its directory name; step 5's kernels are `step5:sm80`
-(the default) and `step5:sm90a`. What is compared is each step's kernel source, attention.cu.
+(the default) and `step5:sm90a`. A step whose lesson is a ladder has rungs, `4.1` .. `4.10` (or
+by name, `4.swizzle`): each a complete kernel, one idea more than the rung before; the last
+rung is the step's own kernel (`4` = `4.10`). What is compared is each kernel's source file.
 Step 0 has no kernel: its streaming loop (step0_reference/streaming.cpp, the online softmax in
-plain C++) stands in for it, and the output says so.
+plain C++) stands in for it, and the output says so. --list prints every step and rung in
+course order, one per line (label, file, the kernel's first comment line), as this script
+accepts them; each line's neighbour in the course is the line before it, except a step's other
+variant (`5:sm90a`), whose neighbour is the step before (`4`).
 
 --ignore-comments drops // and /* */ comments (a line that held only a comment disappears), so
 that only code changes remain; --ignore-space compares lines with runs of blanks collapsed.
@@ -27,6 +34,8 @@ import re
 import sys
 from pathlib import Path
 
+from ladders import LADDERS
+
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ["step0_reference", "step1_naive", "step2_tiled", "step3_fused", "step4_tensorcore",
          "step5_warpspecialized"]
@@ -34,6 +43,23 @@ STEPS = ["step0_reference", "step1_naive", "step2_tiled", "step3_fused", "step4_
 KERNELS = {name: {"": "attention.cu"} for name in STEPS[1:]}
 KERNELS["step0_reference"] = {"": "streaming.cpp"}
 KERNELS["step5_warpspecialized"] = {"sm80": "attention.cu", "sm90a": "attention_sm90a.cu"}
+# step -> its ladder, (rung name, kernel file) in course order (scripts/ladders.py).
+RUNGS = LADDERS
+
+def course():
+    """[(label, previous label or None, step, variant or rung, path)] in course order."""
+    out, last = [], None
+    for n, step in enumerate(STEPS):
+        for i, (rung, file) in enumerate(RUNGS.get(step, [])[:-1]):
+            out.append((f"{n}.{i + 1}", last, step, rung, ROOT / step / file))
+            last = out[-1][0]
+        variants = list(KERNELS[step].items())
+        first = f"{n}"
+        out.append((first, last, step, variants[0][0], ROOT / step / variants[0][1]))
+        for variant, file in variants[1:]:
+            out.append((f"{n}:{variant}", last, step, variant, ROOT / step / file))
+        last = first
+    return out
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -47,9 +73,25 @@ def fail(message):
 
 
 def resolve(text):
-    """'4', 'step4', 'step4_tensorcore', 'step5:sm90a' -> (step directory, variant, file)."""
+    """'4', 'step4', 'step4_tensorcore', 'step5:sm90a', '4.2', '4.swizzle' -> (step directory,
+    variant or rung, file)."""
     name, _, variant = text.partition(":")
+    name, _, rung = name.partition(".")
     matches = [s for s in STEPS if name in (s, s[:5], s[4])]
+    if matches and rung:
+        ladder = RUNGS.get(matches[0], [])
+        if not ladder:
+            fail(f"{matches[0]} has no rungs (steps with a ladder: "
+                 f"{', '.join(s[:5] for s in RUNGS)})")
+        if variant:
+            fail(f"'{text}': a rung has no variants")
+        names = [r for r, _ in ladder]
+        index = (int(rung) - 1 if rung.isdigit() and 1 <= int(rung) <= len(ladder)
+                 else names.index(rung) if rung in names else None)
+        if index is None:
+            known = ", ".join(f"{matches[0][4]}.{i + 1} ({r})" for i, r in enumerate(names))
+            fail(f"{matches[0]} has no rung '{rung}' (rungs: {known})")
+        return matches[0], ladder[index][0], ROOT / matches[0] / ladder[index][1]
     if not matches:
         fail(f"unknown step '{text}' (0-5, step0..step5, or a step directory such as "
              f"step4_tensorcore)")
@@ -211,13 +253,25 @@ def html_page(la, lb, context, title, notes, sections):
 def main():
     parser = OneLineParser(description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("a", help="the earlier step (0-5, stepN, a directory, step5:sm90a)")
-    parser.add_argument("b", help="the later step")
+    parser.add_argument("a", nargs="?",
+                        help="the earlier step (0-5, stepN, a directory, step5:sm90a, 4.2)")
+    parser.add_argument("b", nargs="?", help="the later step")
+    parser.add_argument("--list", action="store_true",
+                        help="every step and rung in course order, one per line")
     parser.add_argument("--ignore-comments", action="store_true")
     parser.add_argument("--ignore-space", action="store_true")
     parser.add_argument("--context", type=int, default=3, help="lines of context (default 3)")
     parser.add_argument("--html", metavar="OUT.html", help="write a side-by-side HTML page")
     args = parser.parse_args()
+    if args.list:
+        if args.a or args.b:
+            fail("--list takes no steps")
+        for label, _, step, _, path in course():
+            first = path.read_text().splitlines()[0].removeprefix("//").strip()
+            print(f"{label:8s} {path.relative_to(ROOT)!s:40s} {first}")
+        return 0
+    if not args.a or not args.b:
+        fail("two steps to compare, e.g. 3 4 (or --list)")
     if args.context < 0:
         fail("--context must be 0 or more")
     a, b = resolve(args.a), resolve(args.b)

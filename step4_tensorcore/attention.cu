@@ -102,10 +102,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attention_kernel(const Atten
   const int g = lane / 4, t = lane % 4;  // this lane holds rows g and g + 8 of its warp's 16
 
   const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
-  const T* k_head =
-      static_cast<const T*>(p.k) + (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k * D;
-  const T* v_head =
-      static_cast<const T*>(p.v) + (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k * D;
+  const int64_t kv_row0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
+  const T* k_head = static_cast<const T*>(p.k) + kv_row0 * D;
+  const T* v_head = static_cast<const T*>(p.v) + kv_row0 * D;
 
   // Keys each of this lane's two rows sees, and keys any row of the block sees (see step 3).
   int end[2];
@@ -116,7 +115,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attention_kernel(const Atten
   // Tiles every row of the block sees in full need no mask: the block's first row sees the
   // fewest keys (padding rows past the batch's query length see none, but they also skip the
   // unmasked tiles' result: see the epilogue).
-  const int n_unmasked = attn::row_keys_end(p, b, i0) / Bc;
+  const int n_unmasked = min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
   // Prologue: Q in one cp.async group, the first kStages - 1 K/V tiles in one group each.
@@ -283,13 +282,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attention_kernel(const Atten
       }
     }
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
+    for (int dt = 0; dt < D / 8; ++dt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
-    }
 
-    // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
-    // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
+        // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
+        // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt += 2) {
 #pragma unroll
@@ -309,7 +307,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attention_kernel(const Atten
   };
   constexpr auto kStageSeq = std::make_integer_sequence<int, kStages>{};
   int n = 0;
-  for (; n + kStages - 1 < min(n_unmasked, n_tiles); n += kStages)
+  for (; n + kStages - 1 < n_unmasked; n += kStages)
     [&]<int... stage>(std::integer_sequence<int, stage...>) {
       (tile(n + stage, std::integral_constant<int, stage>{}, std::false_type{}), ...);
     }

@@ -1,5 +1,6 @@
 """scripts/stepdiff.py: every neighbouring pair in text and HTML, comments ignored, bad input."""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -11,7 +12,8 @@ SCRIPT = ROOT / "scripts" / "stepdiff.py"
 sys.path.insert(0, str(ROOT / "scripts"))
 import stepdiff  # noqa: E402
 
-PAIRS = [("0", "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5")]
+# Every neighbouring pair of the course (steps and rungs, scripts/stepdiff.py --list).
+PAIRS = [(prev, lab) for lab, prev, *_ in stepdiff.course() if prev is not None]
 
 
 def run(*args):
@@ -30,8 +32,35 @@ class StepDiff(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertTrue(r.stdout.startswith("# "), r.stdout[:200])
             self.assertIn("@@", r.stdout)
-            self.assertGreater(len(changed(r.stdout)), 20, (a, b))
+            self.assertGreater(len(changed(r.stdout)), 5, (a, b))
         self.assertIn("step 0 has no kernel", run("0", "1").stdout)
+        for pair in [("3", "4.1"), ("4.1", "4.2"), ("4.9", "4"), ("4", "5"), ("4", "5:sm90a")]:
+            self.assertIn(pair, PAIRS)
+        self.assertEqual(run("4.2", "4.swizzle").stdout, run("4.2", "4.3").stdout)
+        self.assertEqual(run("4.10", "4").stdout.count("\n@@"), 0)  # the last rung is the step
+
+    def test_list_is_the_course_in_order(self):
+        r = run("--list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        labels = [line.split()[0] for line in r.stdout.splitlines()]
+        self.assertEqual(labels[:5], ["0", "1", "2", "3", "4.1"])
+        self.assertEqual(labels[-3:], ["4", "5", "5:sm90a"])
+        for lab in labels:  # every label it lists, it accepts
+            self.assertEqual(run(lab, lab).returncode, 0, lab)
+
+    def test_the_ladders_are_the_steps_own(self):
+        # scripts/ladders.py against each step's --rung list (StepInfo::rungs in step.cpp).
+        from ladders import LADDERS
+        bindir = os.environ.get("ATTN_BIN_DIR")
+        if not bindir:
+            self.skipTest("ATTN_BIN_DIR not set (CTest sets it)")
+        for step, rungs in LADDERS.items():
+            text = subprocess.run([os.path.join(bindir, step), "--help"], capture_output=True,
+                                  text=True).stdout
+            listed = re.findall(r"^\s+(\d+) (\w+): ", text, re.M)
+            self.assertEqual(listed, [(str(i + 1), r) for i, (r, _) in enumerate(rungs)], step)
+            for _, file in rungs:
+                self.assertTrue((ROOT / step / file).exists(), file)
 
     def test_every_neighbouring_pair_as_html(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -67,7 +96,9 @@ class StepDiff(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             missing_dir = os.path.join(tmp, "no", "x.html")
             for args in (["9", "4"], ["4"], ["4", "5:nope"], ["4", "5", "--html", missing_dir],
-                         ["4", "5", "--context", "-1"], ["step4_tensorcorex", "5"]):
+                         ["4", "5", "--context", "-1"], ["step4_tensorcorex", "5"],
+                         ["4.11", "4"], ["3.1", "4"], ["4.nope", "4"], ["4.1:sm80", "4"],
+                         ["--list", "4"]):
                 r = run(*args)
                 self.assertEqual(r.returncode, 2, args)
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)

@@ -18,9 +18,10 @@
 namespace {
 
 // variant: a kernel variant to force (--variant); config: a tile configuration to force
-// (--config), whose head dims then limit the matrix.
+// (--config), whose head dims then limit the matrix; rung: a rung of the step's ladder (--rung).
 void run_matrix(const attn::StepInfo& step, const std::string& backend, const std::string& schedule,
-                const std::string& variant = "", const std::string& config = "") {
+                const std::string& variant = "", const std::string& config = "",
+                const std::string& rung = "") {
   std::vector<int> dims = step.head_dims;
   for (const auto& c : step.configs)
     if (c.name == config) dims = c.head_dims;
@@ -34,6 +35,7 @@ void run_matrix(const attn::StepInfo& step, const std::string& backend, const st
     o.backend = backend;
     o.schedule = schedule;
     o.variant = variant;
+    o.rung = rung;
     const attn::RunOutcome r = attn::run_step(step, o);
     INFO(r.row.step << " [" << backend << ", " << schedule << "] " << p.describe() << "\n"
                     << r.message << "\n"
@@ -42,8 +44,10 @@ void run_matrix(const attn::StepInfo& step, const std::string& backend, const st
     REQUIRE(r.row.checked);
     REQUIRE(r.row.check.passed);
     REQUIRE(r.row.backend == backend);
-    REQUIRE(r.row.config ==
-            (config.empty() && !step.configs.empty() ? step.configs[0].name : config));
+    REQUIRE(
+        r.row.config ==
+        (config.empty() && !step.configs.empty() && rung.empty() ? step.configs[0].name : config));
+    if (!rung.empty()) REQUIRE(r.row.step == step.name + "[" + rung + "]");
   }
 }
 
@@ -104,6 +108,83 @@ STEP_MATRIX_TESTS("step4_tensorcore")
 STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm80")
 STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm90a")
 
+// Every rung of a step's ladder but the last (which is the step itself, above) runs the matrix,
+// named explicitly, under every schedule.
+#define STEP_RUNG_MATRIX_TESTS(NAME, RUNG)                                                \
+  TEST_CASE(NAME " rung " RUNG " passes the matrix on the CPU backend, forward schedule", \
+            "[" NAME "][rungs]") {                                                        \
+    run_matrix(step_named(NAME), "cpu", "forward", "", "", RUNG);                         \
+  }                                                                                       \
+  TEST_CASE(NAME " rung " RUNG " passes the matrix on the CPU backend, reverse schedule", \
+            "[" NAME "][rungs]") {                                                        \
+    run_matrix(step_named(NAME), "cpu", "reverse", "", "", RUNG);                         \
+  }                                                                                       \
+  TEST_CASE(NAME " rung " RUNG " passes the matrix on the CPU backend, random schedule",  \
+            "[" NAME "][rungs]") {                                                        \
+    run_matrix(step_named(NAME), "cpu", "random:7", "", "", RUNG);                        \
+  }                                                                                       \
+  TEST_CASE(NAME " rung " RUNG " passes the matrix on the CPU backend, greedy schedule",  \
+            "[" NAME "][rungs]") {                                                        \
+    run_matrix(step_named(NAME), "cpu", "greedy", "", "", RUNG);                          \
+  }                                                                                       \
+  TEST_CASE(NAME " rung " RUNG " passes the matrix on the GPU", "[gpu][" NAME "]") {      \
+    run_matrix(step_named(NAME), "gpu", "forward", "", "", RUNG);                         \
+  }
+
+STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "mma")
+STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "registers")
+STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "swizzle")
+STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "pipeline")
+STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "exp2")
+STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "unmasked")
+STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "immediates")
+STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "copies")
+STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "keepbits")
+
+TEST_CASE("every rung of a ladder has a test of its own here", "[steps][rungs]") {
+  // The list above, against the steps' ladders: a new rung needs its STEP_RUNG_MATRIX_TESTS line.
+  std::ifstream self(ATTN_SOURCE_DIR "/tests/test_steps.cpp");
+  const std::string text((std::istreambuf_iterator<char>(self)), {});
+  for (const attn::StepInfo& step : attn_test::kernel_steps())
+    for (size_t i = 0; i + 1 < step.rungs.size(); ++i) {
+      INFO(step.name << " rung " << step.rungs[i].name);
+      CHECK(text.find("STEP_RUNG_MATRIX_TESTS(\"" + step.name + "\", \"" + step.rungs[i].name +
+                      "\")") != std::string::npos);
+    }
+}
+
+TEST_CASE("a rung runs by name or number; unknown rungs and configs are refused",
+          "[steps][rungs]") {
+  const attn::StepInfo& step = step_named("step4_tensorcore");
+  attn::Options o;
+  o.problem = attn_test::make(1, 1, 1, 17, 17, 64, attn::DType::fp16, true);
+  o.iters = 1;
+  o.warmup = 0;
+  o.backend = "cpu";
+  o.rung = "2";
+  attn::RunOutcome r = attn::run_step(step, o);
+  CHECK(r.exit_code == 0);
+  CHECK(r.row.step == "step4_tensorcore[registers]");
+  o.rung = step.rungs.back().name;  // the last rung is the step itself, configurations and all
+  r = attn::run_step(step, o);
+  CHECK(r.exit_code == 0);
+  CHECK(r.row.step == "step4_tensorcore");
+  CHECK(r.row.config == step.configs[0].name);
+  o.rung = "nope";
+  r = attn::run_step(step, o);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains("--rung nope") && Catch::Contains("1 mma"));
+  o.rung = "mma";
+  o.config = step.configs[0].name;
+  r = attn::run_step(step, o);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains("rung mma has one tile configuration"));
+  o.config = "";
+  r = attn::run_step(step_named("step3_fused"), o);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains("this step is a single kernel"));
+}
+
 // ---- Tile boundaries: rows that end at k Bc - 1, k Bc and k Bc + 1 (tests/boundary.h)
 // -------------
 
@@ -113,8 +194,9 @@ namespace {
 // tile it reports, for head dims 64 and 128 (step5 sm90a's tile width depends on both, and on
 // dropout), with and without dropout.
 void run_boundaries(const std::string& step_name, const std::string& variant,
-                    const std::string& config, const std::string& schedule) {
-  const attn::StepInfo& step = step_named(step_name);
+                    const std::string& config, const std::string& schedule,
+                    const std::string& rung = "") {
+  const attn::StepInfo step = attn_test::as_rung(step_named(step_name), rung);
   for (int dim : {64, 128})
     for (float dropout : {0.0f, 0.1f}) {
       const attn::RunContext::Tile tile = attn_test::tile_of(step, variant, config, dim, dropout);
@@ -122,7 +204,7 @@ void run_boundaries(const std::string& step_name, const std::string& variant,
       REQUIRE(tile.keys > 0);
       for (const attn::Problem& p :
            attn_test::boundary_problems(tile.rows, tile.keys, dim, dropout)) {
-        INFO(step_name << " " << variant << config << " [" << schedule << "] Br " << tile.rows
+        INFO(step.name << " " << variant << config << " [" << schedule << "] Br " << tile.rows
                        << " Bc " << tile.keys << ": " << p.describe());
         CHECK(attn_test::run_boundary(step, variant, config, p, tile.keys, schedule) == "");
       }
@@ -136,6 +218,8 @@ TEST_CASE("tiled kernels pass rows that end at a tile boundary", "[steps][bounda
     for (const char* step : {"step2_tiled", "step3_fused"}) run_boundaries(step, "", "", schedule);
     for (const auto& c : step_named("step4_tensorcore").configs)
       run_boundaries("step4_tensorcore", "", c.name, schedule);
+    for (const auto& r : step_named("step4_tensorcore").rungs)
+      run_boundaries("step4_tensorcore", "", "", schedule, r.name);
     for (const char* variant : {"sm80", "sm90a"})
       run_boundaries("step5_warpspecialized", variant, "", schedule);
   }

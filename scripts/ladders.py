@@ -1,0 +1,23 @@
+"""The steps whose lesson is a ladder of rungs, for the scripts: each rung's name (as --rung takes
+it) and kernel file, in course order. The last rung is the step's own kernel, which runs under the
+step's name; an earlier one runs as "<step>[<rung>]". The step executables hold the same list
+(StepInfo::rungs in the step's step.cpp); tests/test_stepdiff.py checks that they agree."""
+
+LADDERS = {
+    "step4_tensorcore": [("mma", "rung1_mma.cu"), ("registers", "rung2_registers.cu"),
+                         ("swizzle", "rung3_swizzle.cu"), ("pipeline", "rung4_pipeline.cu"),
+                         ("exp2", "rung5_exp2.cu"), ("unmasked", "rung6_unmasked.cu"),
+                         ("immediates", "rung7_immediates.cu"), ("copies", "rung8_copies.cu"),
+                         ("keepbits", "rung9_keepbits.cu"), ("configs", "attention.cu")],
+}
+
+
+def run_name(step, rung):
+    """The name a rung's result rows carry: the step's for its last rung, "<step>[<rung>]"."""
+    names = [r for r, _ in LADDERS[step]]
+    return step if rung == names[-1] else f"{step}[{rung}]"
+
+
+def label(step, index):
+    """A rung's place in the course, as scripts/stepdiff.py takes it: "4.2"."""
+    return f"{step[4]}.{index + 1}"
