@@ -6,8 +6,9 @@
     scripts/exercise.py check NAME               # builds it for the CPU backend and checks it
     scripts/exercise.py solve NAME               # fills the blanks with the step's own lines
 
-Each exercise is exercises/NAME.toml: the step, the goal, the chapter section to re-read, and
-the blanks (the exact lines of the step's attention.cu, and a hint for each). The exercise is
+Each exercise is exercises/NAME.toml: the step (and, for a step that is a ladder, the rung: its
+kernel file is then the rung's, and the check runs that rung with --rung), the goal, the chapter
+section to re-read, and the blanks (the exact lines of the kernel file, and a hint for each). The exercise is
 made from the step's current source when it starts, so it cannot drift from the step; an
 exercise whose lines are no longer in the step is refused (and its CTest fails).
 
@@ -33,6 +34,8 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+
+from ladders import LADDERS
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "exercises"
@@ -67,7 +70,10 @@ def load(name):
     with open(path, "rb") as f:
         spec = tomllib.load(f)
     spec["name"] = name
-    spec["source"] = ROOT / spec["step"] / "attention.cu"
+    rungs = dict(LADDERS.get(spec["step"], []))
+    if "rung" in spec and spec["rung"] not in rungs:
+        raise Refusal(f"exercise {name}: {spec['step']} has no rung '{spec['rung']}'")
+    spec["source"] = ROOT / spec["step"] / rungs.get(spec.get("rung"), "attention.cu")
     for blank in spec["blank"]:
         blank["lines"] = blank["lines"].rstrip("\n").split("\n")
         blank["hint"] = blank["hint"].strip().split("\n")
@@ -87,7 +93,7 @@ def locate(spec, text):
         hits = [i for i in range(len(lines) - n + 1) if lines[i:i + n] == blank["lines"]]
         if len(hits) != 1:
             raise Refusal(f"exercise {spec['name']} is out of date: blank {k} occurs {len(hits)} "
-                          f"times in {spec['step']}/attention.cu (update exercises/"
+                          f"times in {spec['source'].relative_to(ROOT)} (update exercises/"
                           f"{spec['name']}.toml)")
         where.append((hits[0], n))
     return where
@@ -182,7 +188,7 @@ def cmd_solve(args):
     text = filled(spec, kernel.read_text())
     kernel.write_text(text)
     same = text == spec["source"].read_text()
-    print(f"exercise {spec['name']}: blanks filled with {spec['step']}/attention.cu's lines in "
+    print(f"exercise {spec['name']}: blanks filled with {spec['source'].relative_to(ROOT)}'s lines in "
           f"{shown(kernel)}" + ("" if same else " (your other edits are kept)"))
     return 0
 
@@ -191,7 +197,16 @@ def run(cmd, cwd=None):
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, shell=isinstance(cmd, str))
 
 
-def ninja_commands(build, step, counted=False):
+def kernel_object(spec, counted):
+    """The object file the build compiles the exercise's kernel file into: the step's CPU copy
+    (or counted copy) of attention.cu, or of the rung's file (cmake/AttnStep.cmake's names)."""
+    step, stem = spec["step"], spec["source"].stem
+    if counted:
+        return f"{step}_{stem}_counted.cpp.o"
+    return f"{step}_cpu.cpp.o" if stem == "attention" else f"{step}_{stem}_cpu.cpp.o"
+
+
+def ninja_commands(build, step, counted=False, obj=None):
     """The step's CPU-copy compile command, its library's archive command and its link command,
     as the build directory runs them (counted: the counted copy's compile and link commands, and
     no archive: bin/counted/<step> links the copy's object itself)."""
@@ -202,7 +217,7 @@ def ninja_commands(build, step, counted=False):
                       f"({(r.stderr or r.stdout).strip().splitlines()[-1:]})"
                       + (" (the counted copies need g++)" if counted else ""))
     compile_cmd = archive = link = None
-    obj = f"{step}_attention_counted.cpp.o" if counted else f"{step}_cpu.cpp.o"
+    obj = obj or (f"{step}_attention_counted.cpp.o" if counted else f"{step}_cpu.cpp.o")
     for line in r.stdout.splitlines():
         if obj in line and " -c " in line and "ar qc" not in line:
             compile_cmd = line
@@ -243,15 +258,16 @@ def build_exercise(spec, ws, build, rebuild_step):
         if r.returncode != 0:
             raise Refusal(f"the step itself does not build in {build}: "
                           f"{(r.stdout + r.stderr).strip().splitlines()[-1:]}")
-    compile_cmd, archive, link = ninja_commands(build, step, counted)
+    compile_cmd, archive, link = ninja_commands(build, step, counted,
+                                                kernel_object(spec, counted))
     if counted:
-        return build_counted(step, ws, build, compile_cmd, link)
+        return build_counted(step, ws, build, compile_cmd, link, kernel_object(spec, counted))
     out = ws / ".build"
     out.mkdir(exist_ok=True)
     wrapper = out / "kernel_cpu.cpp"
     wrapper.write_text(f"// Generated by scripts/exercise.py: the exercise's kernel for the CPU "
                        f"backend.\n#include \"{(ws / 'attention.cu').resolve()}\"\n")
-    cpu_obj = f"{step}/CMakeFiles/{step}_cpu.dir/{step}_cpu.cpp.o"
+    cpu_obj = f"{step}/CMakeFiles/{step}_cpu.dir/{kernel_object(spec, False)}"
     lib = f"{step}/lib{step}_lib.a"
     obj = str((out / "kernel.o").resolve())
     # The step's own command lines with the exercise in place of the step's kernel.
@@ -274,7 +290,7 @@ def build_exercise(spec, ws, build, rebuild_step):
     return exe
 
 
-def build_counted(step, ws, build, compile_cmd, link):
+def build_counted(step, ws, build, compile_cmd, link, kernel_obj):
     """The exercise's kernel as the step's counted copy: bin/counted/<step>'s own compile and link
     commands, with the exercise in place of the step's kernel."""
     out = ws / ".build"
@@ -282,7 +298,7 @@ def build_counted(step, ws, build, compile_cmd, link):
     wrapper = out / "kernel_counted.cpp"
     wrapper.write_text(f"// Generated by scripts/exercise.py: the exercise's kernel, counted.\n"
                        f"#include \"{(ws / 'attention.cu').resolve()}\"\n")
-    obj_in_build = re.search(r"-o (\S+_attention_counted\.cpp\.o)", compile_cmd).group(1)
+    obj_in_build = re.search(r"-o (\S+" + re.escape(kernel_obj) + ")", compile_cmd).group(1)
     obj = shlex.quote(str((out / "kernel_counted.o").resolve()))
     source = re.search(r"-c (\S+)", compile_cmd).group(1)
     compile_cmd = compile_cmd.replace(source, shlex.quote(str(wrapper.resolve())))
@@ -345,6 +361,8 @@ def cmd_check(args):
     for schedule in SCHEDULES:
         for shape in SHAPES:
             cmd = [exe, "--backend", "cpu", "--schedule", schedule] + shape.split()
+            if "rung" in spec:
+                cmd += ["--rung", spec["rung"]]
             if "counters" in spec:
                 cmd += ["--counters", "--csv", str(counts), "--quiet"]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
