@@ -18,8 +18,9 @@ Sources, all from the normal build (nothing is compiled again):
     nvidia-cuda-nvdisasm, which scripts/setup.sh --python installs into .venv.
 
 A rung of a step's ladder (its kernel file rungN_NAME.cu) is reported as the step "STEP[NAME]",
-and its launches are logged with --rung NAME; the checks below take only the step's own kernels
-(the last rung), except --no-spills, which holds every rung of the step too.
+and its launches are logged with --rung NAME; the checks below hold only the step's own kernels
+(the last rung) unless a rung is named ("STEP[NAME]"): an earlier rung may spill, and the ladder's
+table shows where a later rung removes the spill.
 --no-spills fails (exit 1) if a kernel of those steps spills or uses a stack frame;
 --require-tensor-core fails unless every kernel of those steps contains mma.sync, ldmatrix and
 cp.async in PTX, and HMMA, LDSM and LDGSTS in SASS, on every architecture.
@@ -219,6 +220,18 @@ def find_tool(name):
     return shutil.which(name)
 
 
+def count_ops(ops, text):
+    """{op: occurrences of its pattern in text}. The patterns above are literals between word
+    boundaries, counted as substrings (instructions stand between blanks and punctuation in PTX
+    and SASS); a pattern with any other regex syntax is searched as a regex."""
+    found = {}
+    for op, rx in ops.items():
+        literal = rx.removeprefix(r"\b").removesuffix(r"\b").replace(r"\.", ".")
+        found[op] = (text.count(literal) if re.fullmatch(r"[\w.]+", literal)
+                     else len(re.findall(rx, text)))
+    return found
+
+
 def per_function(text, start):
     """Splits a cuobjdump listing into {mangled name: text} at lines matching `start`."""
     out, name = {}, None
@@ -302,13 +315,10 @@ def rewrite_chapter(chapter, baseline, loops):
 
 
 def toolkit_version(build):
-    """The CUDA compiler version the build used (CMakeCache.txt), or None."""
-    try:
-        for line in open(os.path.join(build, "CMakeCache.txt")):
-            if line.startswith("CMAKE_CUDA_COMPILER_VERSION:"):
-                return line.strip().split("=", 1)[1]
-    except OSError:
-        pass
+    """The CUDA compiler version the build used (CMake's CMakeCUDACompiler.cmake), or None."""
+    for path in glob.glob(os.path.join(build, "CMakeFiles", "*", "CMakeCUDACompiler.cmake")):
+        if m := re.search(r'set\(CMAKE_CUDA_COMPILER_VERSION "([^"]+)"\)', open(path).read()):
+            return m.group(1)
     return None
 
 
@@ -318,7 +328,8 @@ def rung_table(step, rows, toolkit):
              f"build (nvcc {toolkit}, sm_80, fp16, D = 64); nothing here ran on a GPU, do not edit "
              "by hand.", "",
              "| rung | regs | shared memory per block | blocks per SM | main-loop instructions "
-             "per 4096 tensor FLOPs | regs with dropout | with dropout |", "|---|---|---|---|---|---|---|"]
+             "per 4096 tensor FLOPs | regs with dropout | with dropout | spilled with dropout "
+             "(bytes stored/loaded, worst head dim) |", "|---|---|---|---|---|---|---|---|"]
     default = default_config(step)
     for i, (rung, _) in enumerate(LADDERS[step]):
         name = run_name(step, rung)
@@ -332,12 +343,16 @@ def rung_table(step, rows, toolkit):
         if set(found) != {False, True}:
             raise SystemExit(f"kernel_report: {name}: no fp16 D=64 kernels on sm_80 in the build")
         plain, drop = found[False], found[True]
+        spilled = max(((r["spill_st"], r["spill_ld"]) for r in rows
+                       if r["step"] == name and r["arch"] == "sm_80" and "true" in r["kernel"]
+                       and config_of(r["kernel"]) in (None, default)), default=(0, 0))
 
         def per(r):
             return f"{per_4096_flops(r):.2f}" if r.get("loop") else "-"
         lines.append(f"| {label(step, i)} {rung} | {plain['regs']} | "
                      f"{(plain['smem_static'] + plain['smem_dyn']) / 1024:.1f} KiB | "
-                     f"{plain.get('blocks', '-')} | {per(plain)} | {drop['regs']} | {per(drop)} |")
+                     f"{plain.get('blocks', '-')} | {per(plain)} | {drop['regs']} | {per(drop)} | "
+                     f"{spilled[0]}/{spilled[1]} |")
     return "\n".join(lines)
 
 
@@ -510,8 +525,7 @@ def main():
             if key not in dumps:
                 dumps[key] = instructions(cuobjdump, r["obj"], r["arch"])
             ptx, sass = dumps[key]
-            r["ptx"] = {op: len(re.findall(rx, ptx.get(r["mangled"], "")))
-                        for op, rx in PTX_OPS.items()}
+            r["ptx"] = count_ops(PTX_OPS, ptx.get(r["mangled"], ""))
             r["ptx_required"] = {rx: len(re.findall(rx, ptx.get(r["mangled"], "")))
                                  for s, k, rx in required_ptx if s == r["step"]
                                  and k in (None, base_and_dim(r["kernel"])[0])}
@@ -519,7 +533,7 @@ def main():
             r["setmaxnreg"] = " / ".join(f"{op} {n}" for op, n in sorted(set(regs)))
             if have_sass:
                 text = sass.get(r["mangled"], "")
-                r["sass"] = {op: len(re.findall(rx, text)) for op, rx in SASS_OPS.items()}
+                r["sass"] = count_ops(SASS_OPS, text)
                 if r["sass"]["HMMA"] or "HGMMA" in text:
                     r["loop"] = mainloop_report.main_loop(text)
     rows.sort(key=lambda r: (r["step"], r["kernel"], r["arch"]))
@@ -620,9 +634,8 @@ def main():
         print(loop_table)
 
     status = 0
-    for r in rows:  # --no-spills STEP holds the step's rungs too
-        if (split_rung(r["step"])[0] in args.no_spills and
-                (r["spill_st"] or r["spill_ld"] or r["stack"])):
+    for r in rows:
+        if r["step"] in args.no_spills and (r["spill_st"] or r["spill_ld"] or r["stack"]):
             print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']} spills "
                   f"({r['spill_st']} B stored, {r['spill_ld']} B loaded, {r['stack']} B stack)",
                   file=sys.stderr)
