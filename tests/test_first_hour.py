@@ -130,10 +130,10 @@ class FirstHour(unittest.TestCase):
         # edit_loop.py marks kernels changed and rebuilds; first_result.py clones and runs
         # main.sh: a file they cannot rewrite must stop them before that, in one line.
         with tempfile.TemporaryDirectory() as tmp:
-            unmarked = Path(tmp) / "unmarked.md"
+            unmarked = Path(tmp) / "unmarked.txt"
             unmarked.write_text("no markers here\n")
             for script, readme in (("edit_loop.py", unmarked), ("first_result.py", unmarked),
-                                   ("cpu_speed.py", Path(tmp) / "missing.md")):
+                                   ("cpu_speed.py", Path(tmp) / "missing.txt")):
                 r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--readme",
                                     str(readme)], capture_output=True, text=True, timeout=20)
                 self.assertEqual(r.returncode, 2, script)
