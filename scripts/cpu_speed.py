@@ -8,7 +8,7 @@ machine are noisy; the ratio of runs taken side by side much less so. With --max
 1 when step4's ratio exceeds R.
 
     scripts/cpu_speed.py [--build build] [--repeat 3] [--steps step3_fused step4_tensorcore]
-                         [--readme README.md]
+                         [--readme docs/cpu_backend.md]
 
 --readme rewrites the table between <!-- cpu-speed:begin --> and <!-- cpu-speed:end --> in that
 file with this run's figures and the machine's CPU and core count.
