@@ -249,6 +249,10 @@ def build_exercise(spec, ws, build, rebuild_step):
         if r.returncode != 0:
             raise Refusal(f"cmake failed to configure {build}: run scripts/setup.sh first "
                           f"({(r.stderr.strip().splitlines() or ['?'])[-1]})")
+    if counted and cache.exists() and "ATTN_COUNTERS:BOOL=OFF" in cache.read_text(errors="replace"):
+        raise Refusal(f"exercise {spec['name']} counts bank conflicts, and {shown(build)} has no "
+                      f"counted copies (configured without ATTN_COUNTERS: they need g++): "
+                      f"check it with --build pointing at a g++ build such as build-cpu/")
     target = f"{step}_counted_bin" if counted else step
     binary = build / "bin" / ("counted" if counted else "") / step
     if rebuild_step or not binary.exists():
