@@ -39,6 +39,22 @@ void gpu_not_built(const AttentionParams& p, RunContext& ctx);
 #define ATTN_COUNTED_RUN(fn) (nullptr)
 #endif
 
+// The entry points of one kernel file, its CPU, GPU and counted copies, declared in the file's
+// namespace (a rung's: `namespace rung1 { ATTN_KERNEL_ENTRIES }`), and a StepInfo::Rung made of
+// them: ATTN_RUNG("swizzle", "what it adds", rung3).
+#define ATTN_KERNEL_ENTRIES                                                          \
+  namespace cpu {                                                                    \
+  void run(const attn::AttentionParams& p, attn::RunContext& ctx);                   \
+  }                                                                                  \
+  namespace gpu {                                                                    \
+  void run(const attn::AttentionParams& p, attn::RunContext& ctx);                   \
+  }                                                                                  \
+  namespace counted {                                                                \
+  ATTN_COUNTED_DECL void run(const attn::AttentionParams& p, attn::RunContext& ctx); \
+  }
+#define ATTN_RUNG(NAME, IDEA, NS) \
+  { NAME, IDEA, &NS::cpu::run, ATTN_GPU_RUN(NS::gpu::run), ATTN_COUNTED_RUN(NS::counted::run) }
+
 struct StepInfo {
   std::string name;
   // On the CPU: host code, or the kernels on the SIMT backend. nullptr: the step needs a GPU.

@@ -4,6 +4,8 @@ step's name; an earlier one runs as "<step>[<rung>]". The step executables hold 
 (StepInfo::rungs in the step's step.cpp); tests/test_stepdiff.py checks that they agree."""
 
 LADDERS = {
+    "step2_tiled": [("tiles", "rung1_tiles.cu"), ("warps", "rung2_warps.cu"),
+                    ("vectors", "attention.cu")],
     "step4_tensorcore": [("mma", "rung1_mma.cu"), ("registers", "rung2_registers.cu"),
                          ("swizzle", "rung3_swizzle.cu"), ("pipeline", "rung4_pipeline.cu"),
                          ("exp2", "rung5_exp2.cu"), ("unmasked", "rung6_unmasked.cu"),

@@ -30,6 +30,12 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step4::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step2::rung1::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step2::rung2::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step4::rung1::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -129,6 +135,14 @@ TEST_CASE("instrumented step3 passes the matrix with no access reported", "[inst
 TEST_CASE("instrumented step4 passes the matrix with no access reported", "[instrumented]") {
   run_matrix({.name = "step4_tensorcore", .cpu = &step4::counted::run, .head_dims = kHeadDims},
              "greedy");
+}
+TEST_CASE("instrumented step2 rungs pass the matrix with no access reported", "[instrumented]") {
+  run_matrix(
+      {.name = "step2_tiled[tiles]", .cpu = &step2::rung1::counted::run, .head_dims = kHeadDims},
+      "forward");
+  run_matrix(
+      {.name = "step2_tiled[warps]", .cpu = &step2::rung2::counted::run, .head_dims = kHeadDims},
+      "forward");
 }
 TEST_CASE("instrumented step4 rungs pass the matrix with no access reported", "[instrumented]") {
   const std::pair<const char*, attn::StepFn> rungs[] = {

@@ -34,7 +34,8 @@ class StepDiff(unittest.TestCase):
             self.assertIn("@@", r.stdout)
             self.assertGreater(len(changed(r.stdout)), 5, (a, b))
         self.assertIn("step 0 has no kernel", run("0", "1").stdout)
-        for pair in [("3", "4.1"), ("4.1", "4.2"), ("4.9", "4"), ("4", "5"), ("4", "5:sm90a")]:
+        for pair in [("1", "2.1"), ("2.2", "2"), ("2", "3"), ("3", "4.1"), ("4.1", "4.2"),
+                     ("4.9", "4"), ("4", "5"), ("4", "5:sm90a")]:
             self.assertIn(pair, PAIRS)
         self.assertEqual(run("4.2", "4.swizzle").stdout, run("4.2", "4.3").stdout)
         self.assertEqual(run("4.10", "4").stdout.count("\n@@"), 0)  # the last rung is the step
@@ -43,7 +44,7 @@ class StepDiff(unittest.TestCase):
         r = run("--list")
         self.assertEqual(r.returncode, 0, r.stderr)
         labels = [line.split()[0] for line in r.stdout.splitlines()]
-        self.assertEqual(labels[:5], ["0", "1", "2", "3", "4.1"])
+        self.assertEqual(labels[:7], ["0", "1", "2.1", "2.2", "2", "3", "4.1"])
         self.assertEqual(labels[-3:], ["4", "5", "5:sm90a"])
         for lab in labels:  # every label it lists, it accepts
             self.assertEqual(run(lab, lab).returncode, 0, lab)

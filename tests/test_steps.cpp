@@ -131,6 +131,8 @@ STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm90a")
     run_matrix(step_named(NAME), "gpu", "forward", "", "", RUNG);                         \
   }
 
+STEP_RUNG_MATRIX_TESTS("step2_tiled", "tiles")
+STEP_RUNG_MATRIX_TESTS("step2_tiled", "warps")
 STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "mma")
 STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "registers")
 STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "swizzle")
@@ -218,8 +220,9 @@ TEST_CASE("tiled kernels pass rows that end at a tile boundary", "[steps][bounda
     for (const char* step : {"step2_tiled", "step3_fused"}) run_boundaries(step, "", "", schedule);
     for (const auto& c : step_named("step4_tensorcore").configs)
       run_boundaries("step4_tensorcore", "", c.name, schedule);
-    for (const auto& r : step_named("step4_tensorcore").rungs)
-      run_boundaries("step4_tensorcore", "", "", schedule, r.name);
+    for (const char* laddered : {"step2_tiled", "step4_tensorcore"})
+      for (const auto& r : step_named(laddered).rungs)
+        run_boundaries(laddered, "", "", schedule, r.name);
     for (const char* variant : {"sm80", "sm90a"})
       run_boundaries("step5_warpspecialized", variant, "", schedule);
   }
