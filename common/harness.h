@@ -41,7 +41,7 @@ void gpu_not_built(const AttentionParams& p, RunContext& ctx);
 
 // The entry points of one kernel file, its CPU, GPU and counted copies, declared in the file's
 // namespace (a rung's: `namespace rung1 { ATTN_KERNEL_ENTRIES }`), and a StepInfo::Rung made of
-// them: ATTN_RUNG("swizzle", "what it adds", rung3).
+// them: ATTN_RUNG("swizzle", "what it adds", rung4).
 #define ATTN_KERNEL_ENTRIES                                                          \
   namespace cpu {                                                                    \
   void run(const attn::AttentionParams& p, attn::RunContext& ctx);                   \

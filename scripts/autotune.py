@@ -39,7 +39,7 @@ TABLE_HEADER = "arch,dtype,dim,causal,config"
 def configs():
     """The configuration names, the default first, in the order of configs.h's for_each_config."""
     text = open(os.path.join(ROOT, STEP, "configs.h")).read()
-    body = text.split("void for_each_config", 1)[1]
+    body = text.split("void for_each_config", 1)[1].split("\n}\n", 1)[0]
     return re.findall(r"operator\(\)<(\w+)>\(\)", body)
 
 

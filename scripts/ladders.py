@@ -6,11 +6,12 @@ step's name; an earlier one runs as "<step>[<rung>]". The step executables hold 
 LADDERS = {
     "step2_tiled": [("tiles", "rung1_tiles.cu"), ("warps", "rung2_warps.cu"),
                     ("vectors", "attention.cu")],
-    "step4_tensorcore": [("mma", "rung1_mma.cu"), ("registers", "rung2_registers.cu"),
-                         ("swizzle", "rung3_swizzle.cu"), ("pipeline", "rung4_pipeline.cu"),
-                         ("exp2", "rung5_exp2.cu"), ("unmasked", "rung6_unmasked.cu"),
-                         ("immediates", "rung7_immediates.cu"), ("copies", "rung8_copies.cu"),
-                         ("keepbits", "rung9_keepbits.cu"), ("configs", "attention.cu")],
+    "step4_tensorcore": [("mma", "rung1_mma.cu"), ("pv", "rung2_pv.cu"),
+                         ("registers", "rung3_registers.cu"), ("swizzle", "rung4_swizzle.cu"),
+                         ("pipeline", "rung5_pipeline.cu"), ("exp2", "rung6_exp2.cu"),
+                         ("unmasked", "rung7_unmasked.cu"), ("immediates", "rung8_immediates.cu"),
+                         ("copies", "rung9_copies.cu"), ("keepbits", "rung10_keepbits.cu"),
+                         ("configs", "attention.cu")],
 }
 
 

@@ -8,7 +8,8 @@ alone it prints one line per kernel of an object file.
 
 How the loop is found, from the SASS that cuobjdump prints (addresses and branch targets):
   1. basic blocks: a block starts at the kernel's first instruction, at every branch target and
-     after every branch or EXIT; edges follow BRA targets and fall-through;
+     after every branch or EXIT; edges follow BRA targets (and CALL.REL.NOINC's, a jump that
+     ptxas uses to leave loops) and fall-through;
   2. loops: an edge to an address at or before its source is a back edge; its natural loop is
      the target (the header) and every block that reaches the source without passing the header;
   3. the main loop is the loop whose hot path (4.) has the most tensor instructions (HMMA,
@@ -92,12 +93,18 @@ def parse(sass):
     return out
 
 
+def jump_base(op):
+    """The opcode's base, with CALL.REL.NOINC as the jump it is: ptxas uses it (no return
+    address pushed) to leave a loop, predicated, where a BRA would do."""
+    return "BRA" if op.startswith("CALL.REL.NOINC") else op.split(".")[0]
+
+
 def blocks_of(instrs):
     """Basic blocks {start address: [instructions]} and successor lists."""
     addrs = [i[0] for i in instrs]
     leaders = {addrs[0]} if addrs else set()
     for k, (a, pred, op, args) in enumerate(instrs):
-        base = op.split(".")[0]
+        base = jump_base(op)
         if base in ("BRA", "JMP", "EXIT", "RET", "BRX", "JMX"):
             if base in ("BRA", "JMP") and (t := TARGET.search(args)):
                 leaders.add(int(t.group(1), 16))
@@ -113,7 +120,7 @@ def blocks_of(instrs):
     for n, s in enumerate(starts):
         last = blocks[s][-1]
         a, pred, op, args = last
-        base = op.split(".")[0]
+        base = jump_base(op)
         nxt = starts[n + 1] if n + 1 < len(starts) else None
         out = []
         if base in ("BRA", "JMP") and (t := TARGET.search(args)):

@@ -12,8 +12,6 @@
 #include "common/tiles.h"
 #include "step4_tensorcore/configs.h"
 
-#include <stdexcept>
-#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -349,7 +347,7 @@ void run_config(const AttentionParams& p, attn::RunContext& ctx) {
   const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
   ctx.tile = {Br, Bc};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
-    auto one = [&]<int D>() {
+    dispatch_head_dim<Cfg>(p.dim, [&]<int D>() {
       const size_t smem = (Tile<D>::elements(Br) + 2 * kStages * Tile<D>::elements(Bc)) * sizeof(T);
       if (p.dropout > 0.0f)
         attn::launch(attention_kernel<T, D, true, Cfg>,
@@ -357,31 +355,13 @@ void run_config(const AttentionParams& p, attn::RunContext& ctx) {
       else
         attn::launch(attention_kernel<T, D, false, Cfg>,
                      {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
-    };
-    // The default configuration covers every head dim; the others only those they are tuned
-    // for (configs.h), which keeps the build small.
-    if constexpr (Cfg::kAllHeadDims)
-      attn::dispatch_head_dim(p.dim, one);
-    else if (p.dim == 64)
-      one.template operator()<64>();
-    else if (p.dim == 128)
-      one.template operator()<128>();
-    else
-      throw std::invalid_argument(std::string(Cfg::name) + " is not built for head dim " +
-                                  std::to_string(p.dim));
+    });
   });
 }
 
 // The configuration the harness chose (ctx.config, a name from configs.h; empty: the default).
 void run(const AttentionParams& p, attn::RunContext& ctx) {
-  bool found = false;
-  for_each_config([&]<typename Cfg>() {
-    if (!found && (ctx.config == Cfg::name || (ctx.config.empty() && Cfg::kAllHeadDims))) {
-      found = true;
-      run_config<Cfg>(p, ctx);
-    }
-  });
-  if (!found) throw std::invalid_argument("unknown tile configuration " + ctx.config);
+  with_config(ctx.config, [&]<typename Cfg>() { run_config<Cfg>(p, ctx); });
 }
 
 }  // namespace step4::ATTN_BACKEND_NS

@@ -3,6 +3,11 @@
 // dtype and dropout choice, so each adds to the build: keep the list short.
 #pragma once
 
+#include "common/tiles.h"
+
+#include <stdexcept>
+#include <string>
+
 namespace step4 {
 
 // Br query rows per block (16 per warp), Bc keys per K/V tile, kStages K/V tiles in flight.
@@ -42,6 +47,34 @@ void for_each_config(F&& f) {
   f.template operator()<br64_bc64_w4_s2>();
   f.template operator()<br128_bc64_w8_s2>();
   f.template operator()<br64_bc32_w4_s3>();
+}
+
+// Calls f.template operator()<Cfg>() for the configuration named `name` (empty: the default).
+template <typename F>
+void with_config(const std::string& name, F&& f) {
+  bool found = false;
+  for_each_config([&]<typename Cfg>() {
+    if (!found && (name == Cfg::name || (name.empty() && Cfg::kAllHeadDims))) {
+      found = true;
+      f.template operator()<Cfg>();
+    }
+  });
+  if (!found) throw std::invalid_argument("unknown tile configuration " + name);
+}
+
+// attn::dispatch_head_dim for the head dims Cfg is built for: the default configuration covers
+// every head dim, the others only those they are tuned for, which keeps the build small.
+template <typename Cfg, typename F>
+void dispatch_head_dim(int dim, F&& f) {
+  if constexpr (Cfg::kAllHeadDims)
+    attn::dispatch_head_dim(dim, f);
+  else if (dim == 64)
+    f.template operator()<64>();
+  else if (dim == 128)
+    f.template operator()<128>();
+  else
+    throw std::invalid_argument(std::string(Cfg::name) + " is not built for head dim " +
+                                std::to_string(dim));
 }
 
 }  // namespace step4

@@ -1,8 +1,9 @@
-// Step 4, rung 1: step 3's fused loop on tensor cores (mma.sync and ldmatrix).
+// Step 4, rung 1: step 3's fused loop with S = Q K^T on tensor cores (mma.sync and ldmatrix).
 //
 //   attention_kernel   Q tile in registers as mma A fragments; K and V tiles loaded into padded
-//                      shared memory; S = Q K^T and O += P V with mma.sync m16n8k16; the online
-//                      softmax on the accumulator fragments; P through a shared tile, as in step 3.
+//                      shared memory; S = Q K^T with mma.sync m16n8k16; the online softmax on the
+//                      accumulator fragments; P through step 3's FP32 tile, and O += P V on the
+//                      CUDA cores, each lane accumulating its two rows' outputs in registers.
 // A block owns Br = 64 query rows of one (batch, head): four warps, 16 rows each. Every warp
 // computes its own 16 x Bc slice of S per tile (Bc = 64), so the softmax needs only shuffles within
 // the four lanes that share a row (lane 4g .. 4g+3 hold rows g and g + 8).
@@ -22,14 +23,12 @@ constexpr int kThreads = 32 * kWarps;
 // consecutive rows, and rows 2 D + 16 bytes apart start in 8 different groups of 4 banks.
 constexpr int kPad = 8;
 
-// kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
-template <typename T, int D, bool kDropout>
-__global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionParams p) {
-  T* Qs = attn::shared_memory<T>();  // [Br][D + kPad]
-  T* Ks = Qs + Br * (D + kPad);      // [Bc][D + kPad]
-  T* Vs = Ks + Bc * (D + kPad);      // [Bc][D + kPad]
-  T* Ps = Vs + Bc * (D + kPad);      // [Br][Bc + kPad]: P, each warp its own 16 rows
-  [[maybe_unused]] T* Ps_lo = Ps + Br * (Bc + kPad);  // with dropout: what rounding P lost
+template <typename T, int D>
+__global__ void attention_kernel(const AttentionParams p) {
+  T* Qs = attn::shared_memory<T>();                            // [Br][D + kPad]
+  T* Ks = Qs + Br * (D + kPad);                                // [Bc][D + kPad]
+  T* Vs = Ks + Bc * (D + kPad);                                // [Bc][D + kPad]
+  float* Ps = reinterpret_cast<float*>(Vs + Bc * (D + kPad));  // [Br][Bc + 1], a warp per 16 rows
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int i0 = blockIdx.y * Br;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -58,7 +57,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     attn::ldmatrix<4>(q_frag[kc], Qs + r * (D + kPad) + d);
   }
 
-  float o_acc[D / 8][4] = {};  // O accumulators: D / 8 tiles of 16 x 8
+  float acc[2][D / 4] = {};  // O of this lane's rows g and g + 8, columns t, t + 4, ...
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
   for (int j0 = 0; j0 < block_end; j0 += Bc) {
@@ -104,88 +103,44 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     for (int half = 0; half < 2; ++half)
       alpha[half] = online_softmax::rescale_to(state[half], attn::row_max<4>(tile_max[half]));
 #pragma unroll
-    for (int nt = 0; nt < Bc / 8; ++nt) {
-      float pr[4];
+    for (int nt = 0; nt < Bc / 8; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        pr[i] = online_softmax::prob(state[i / 2], s[nt][i]);
-        tile_sum[i / 2] += pr[i];  // the softmax normalises over every key, dropped or not
+        const int r = warp * 16 + g + 8 * (i / 2), c = nt * 8 + 2 * t + i % 2;
+        const float pr = online_softmax::prob(state[i / 2], s[nt][i]);
+        tile_sum[i / 2] += pr;  // the softmax normalises over every key, dropped or not
+        Ps[r * (Bc + 1) + c] = pr * attn::dropout_factor(drop, b, h, i0 + r, j0 + c);
       }
-      if constexpr (kDropout) {
-        // Dropped: 0; kept: 1. The 1 / (1 - p) of the kept ones is applied to O at the end, so
-        // P stays in [0, 1]. Keys 2t and 2t + 1 of a row come from one Philox call.
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          bool keep0, keep1;
-          attn::dropout_keep_pair(drop, b, h, i0 + warp * 16 + g + 8 * half, j0 + nt * 8 + 2 * t,
-                                  keep0, keep1);
-          if (!keep0) pr[2 * half] = 0.0f;
-          if (!keep1) pr[2 * half + 1] = 0.0f;
-        }
-      }
-      // This lane's elements of S tile nt: rows g and g + 8, keys 2t and 2t + 1, two per store.
-      // With dropout, what rounding P to 16 bits lost (see pack2_residual) goes to Ps_lo and is
-      // multiplied by V too: the kept probabilities are scaled by 1 / (1 - p) at the end (1000 at
-      // p = 0.999), and two kept keys whose values have opposite signs cancel, so the rounding
-      // error of P alone would exceed the check.
-      const int at = (warp * 16 + g) * (Bc + kPad) + nt * 8 + 2 * t;
-      const uint32_t hi[2] = {attn::pack2<T>(pr[0], pr[1]), attn::pack2<T>(pr[2], pr[3])};
-      *reinterpret_cast<uint32_t*>(Ps + at) = hi[0];
-      *reinterpret_cast<uint32_t*>(Ps + at + 8 * (Bc + kPad)) = hi[1];
-      if constexpr (kDropout) {
-        *reinterpret_cast<uint32_t*>(Ps_lo + at) = attn::pack2_residual<T>(pr[0], pr[1], hi[0]);
-        *reinterpret_cast<uint32_t*>(Ps_lo + at + 8 * (Bc + kPad)) =
-            attn::pack2_residual<T>(pr[2], pr[3], hi[1]);
-      }
-    }
-    __syncwarp();  // the warp's 16 rows of P are written by its 32 lanes
-    // P as A fragments, 16 keys each, read back as Q was.
-    uint32_t p_frag[Bc / 16][4];
-    [[maybe_unused]] uint32_t p_lo[kDropout ? Bc / 16 : 1][4];
-#pragma unroll
-    for (int kc = 0; kc < Bc / 16; ++kc) {
-      const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), c = kc * 16 + 8 * (j / 2);
-      attn::ldmatrix<4>(p_frag[kc], Ps + r * (Bc + kPad) + c);
-      if constexpr (kDropout) attn::ldmatrix<4>(p_lo[kc], Ps_lo + r * (Bc + kPad) + c);
-    }
 #pragma unroll
     for (int half = 0; half < 2; ++half) state[half].l += attn::row_sum<4>(tile_sum[half]);
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
+    for (int half = 0; half < 2; ++half)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+      for (int k = 0; k < D / 4; ++k) acc[half][k] *= alpha[half];
+    __syncwarp();  // the warp's 16 rows of P are written by its 32 lanes
 
-        // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
-        // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
+    // O += P V on the CUDA cores, as in step 3: each lane its two rows, every 4th column.
+#pragma unroll 4
+    for (int c = 0; c < Bc; ++c) {
 #pragma unroll
-    for (int dt = 0; dt < D / 8; dt += 2) {
+      for (int half = 0; half < 2; ++half) {
+        const float pr = Ps[(warp * 16 + g + 8 * half) * (Bc + 1) + c];
 #pragma unroll
-      for (int kc = 0; kc < Bc / 16; ++kc) {
-        uint32_t vb[4];
-        const int key = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(vb, Vs + key * (D + kPad) + d);
-        attn::mma_m16n8k16<T>(o_acc[dt], p_frag[kc], {vb[0], vb[1]}, o_acc[dt]);
-        attn::mma_m16n8k16<T>(o_acc[dt + 1], p_frag[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
-        if constexpr (kDropout) {
-          attn::mma_m16n8k16<T>(o_acc[dt], p_lo[kc], {vb[0], vb[1]}, o_acc[dt]);
-          attn::mma_m16n8k16<T>(o_acc[dt + 1], p_lo[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
-        }
+        for (int k = 0; k < D / 4; ++k)
+          acc[half][k] += pr * attn::to_float(Vs[c * (D + kPad) + t + 4 * k]);
       }
     }
   }
 
-  // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
-  // writes two adjacent elements per tile. A row that sees no key has l = 0: O = 0, LSE = -inf.
+  // O = acc / l. A row that sees no key has l = 0: O = 0, LSE = -inf.
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = warp * 16 + g + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
-    const float inv_l = online_softmax::inv_sum(state[half]) * (kDropout ? drop.scale : 1.0f);
+    const float inv_l = online_softmax::inv_sum(state[half]);
     T* o = static_cast<T*>(p.o) + (q_row0 + r) * D;
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
-      *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
-          attn::pack2<T>(o_acc[dt][2 * half] * inv_l, o_acc[dt][2 * half + 1] * inv_l);
+    for (int k = 0; k < D / 4; ++k) o[t + 4 * k] = attn::from_float<T>(acc[half][k] * inv_l);
     if (t == 0) p.lse[q_row0 + r] = online_softmax::lse(state[half]);
   }
 }
@@ -196,13 +151,8 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   ctx.tile = {Br, Bc};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
-      const size_t smem =
-          ((Br + 2 * Bc) * (D + kPad) + (p.dropout > 0.0f ? 2 : 1) * Br * (Bc + kPad)) * sizeof(T);
-      if (p.dropout > 0.0f)
-        attn::launch(attention_kernel<T, D, true>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
-      else
-        attn::launch(attention_kernel<T, D, false>, {dim3(1, q_tiles, bh), dim3(kThreads), smem},
-                     p);
+      const size_t smem = (Br + 2 * Bc) * (D + kPad) * sizeof(T) + Br * (Bc + 1) * sizeof(float);
+      attn::launch(attention_kernel<T, D>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
     });
   });
 }

@@ -31,6 +31,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung9 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung10 {
+ATTN_KERNEL_ENTRIES
+}
 
 // The kernels are instantiated for these head dims only (attn::dispatch_head_dim); the tile
 // configurations (configs.h) for all of them (the default) or 64 and 128.
@@ -46,19 +49,20 @@ attn::StepInfo info() {
   s.tuned_table = ATTN_STEP4_TUNED_TABLE;
   // The ladder (README.md, one section per rung): rungN_*.cu, then attention.cu.
   s.rungs = {
-      ATTN_RUNG("mma", "step 3's loop on tensor cores: mma.sync, ldmatrix, P through shared memory",
+      ATTN_RUNG("mma", "step 3's loop with S = Q K^T on tensor cores: mma.sync and ldmatrix",
                 rung1),
-      ATTN_RUNG("registers", "P stays in registers: the S accumulators are P's A fragments", rung2),
-      ATTN_RUNG("swizzle", "XOR-swizzled shared tiles instead of padded ones", rung3),
-      ATTN_RUNG("pipeline", "K/V tiles through a multi-stage cp.async pipeline", rung4),
+      ATTN_RUNG("pv", "O += P V on tensor cores too: P through a 16-bit shared tile", rung2),
+      ATTN_RUNG("registers", "P stays in registers: the S accumulators are P's A fragments", rung3),
+      ATTN_RUNG("swizzle", "XOR-swizzled shared tiles instead of padded ones", rung4),
+      ATTN_RUNG("pipeline", "K/V tiles through a multi-stage cp.async pipeline", rung5),
       ATTN_RUNG("exp2", "the softmax in base 2 with the scale folded in; the row sum reduced once",
-                rung5),
-      ATTN_RUNG("unmasked", "tiles every row sees in full skip the mask", rung6),
-      ATTN_RUNG("immediates", "every shared address in the loop a base plus an immediate", rung7),
+                rung6),
+      ATTN_RUNG("unmasked", "tiles every row sees in full skip the mask", rung7),
+      ATTN_RUNG("immediates", "every shared address in the loop a base plus an immediate", rung8),
       ATTN_RUNG("copies", "copy offsets computed once; full tiles copied without bounds checks",
-                rung8),
-      ATTN_RUNG("keepbits", "dropout's keep bits drawn before S, away from S and P's registers",
                 rung9),
+      ATTN_RUNG("keepbits", "dropout's keep bits drawn before S, away from S and P's registers",
+                rung10),
       {"configs", "tile configurations chosen per GPU and problem (configs.h)", &cpu::run,
        ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
   };

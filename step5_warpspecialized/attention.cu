@@ -24,6 +24,7 @@
 #include "common/tiles.h"
 
 #include <type_traits>
+#include <utility>
 
 namespace step5::ATTN_BACKEND_NS {
 
@@ -67,17 +68,16 @@ struct Tile {
 // and global offsets are computed once, before the K/V loop, and pass k only adds a constant
 // (which the copy instruction takes as an immediate). Head dims whose chunk count does not divide
 // the block (80, 96) fall back to computing each copy's offsets.
-template <int D, int Rows>
+template <int D, int Rows, int kThreads>
 struct TileCopy {
   static constexpr int kChunks = D / 8;
-  static constexpr int kCopyThreads = 32;  // the producer warp
   static constexpr bool kFixedPasses =
-      kCopyThreads % kChunks == 0 && (kCopyThreads / kChunks) % 8 == 0;
-  static constexpr int kRowStep = kFixedPasses ? kCopyThreads / kChunks : 1;
+      kThreads % kChunks == 0 && (kThreads / kChunks) % 8 == 0 && Rows % (kThreads / kChunks) == 0;
+  static constexpr int kRowStep = kFixedPasses ? kThreads / kChunks : 1;
   int row, smem, gmem;  // this thread's first row, and its offsets in the tile and in the source
   __device__ __forceinline__ TileCopy() {
-    row = threadIdx.x % 32 / kChunks;
-    const int d = threadIdx.x % 32 % kChunks * 8;
+    row = threadIdx.x % kThreads / kChunks;
+    const int d = threadIdx.x % kThreads % kChunks * 8;
     smem = Tile<D>::offset(row, d, Rows);
     gmem = row * D + d;
   }
@@ -96,7 +96,7 @@ struct TileCopy {
                           valid ? 16 : 0);
       }
     } else {
-      for (int v = threadIdx.x % 32; v < Rows * kChunks; v += kCopyThreads) {
+      for (int v = threadIdx.x % kThreads; v < Rows * kChunks; v += kThreads) {
         const int r = v / kChunks, d = v % kChunks * 8;
         const bool valid = kFull || r < valid_rows;
         attn::cp_async_16(tile + Tile<D>::offset(r, d, Rows), src + (valid ? r * D + d : 0),
@@ -118,10 +118,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   const int g = lane / 4, t = lane % 4;  // this lane holds rows g and g + 8 of its warp's 16
 
   const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
-  const T* k_head =
-      static_cast<const T*>(p.k) + (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k * D;
-  const T* v_head =
-      static_cast<const T*>(p.v) + (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k * D;
+  const int64_t kv_row0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
+  const T* k_head = static_cast<const T*>(p.k) + kv_row0 * D;
+  const T* v_head = static_cast<const T*>(p.v) + kv_row0 * D;
 
   // Keys each of this lane's two rows sees, and keys any row of the block sees (see step 3).
   int end[2];
@@ -132,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   // Tiles every row of the block sees in full need no mask: the block's first row sees the
   // fewest keys (padding rows past the batch's query length see none, but they also skip the
   // unmasked tiles' result: see the epilogue).
-  const int n_unmasked = attn::row_keys_end(p, b, i0) / Bc;
+  const int n_unmasked = min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
   if (threadIdx.x == 0)
@@ -144,9 +143,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     }
   __syncthreads();  // the barriers exist before anyone uses them (the block's only __syncthreads)
 
-  if (warp == kConsumerWarps) {  // the producer: Q, then every K/V tile, through the ring
-    const TileCopy<D, Br> q_copy;
-    const TileCopy<D, Bc> kv_copy;  // K and V tiles have the same shape: the same offsets
+  if (warp == kConsumerWarps) {         // the producer: Q, then every K/V tile, through the ring
+    const TileCopy<D, Br, 32> q_copy;   // the producer warp's 32 lanes share each copy
+    const TileCopy<D, Bc, 32> kv_copy;  // K and V tiles have the same shape: the same offsets
     for (int item = 0; item <= n_tiles; ++item) {
       const int s = item % kStages;
       attn::mbarrier_test_wait_parity(&empty[s], (item / kStages % 2) ^ 1);  // the slot was read
@@ -302,13 +301,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       }
     }
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
+    for (int dt = 0; dt < D / 8; ++dt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
-    }
 
-    // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
-    // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
+        // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
+        // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt += 2) {
 #pragma unroll
@@ -326,24 +324,22 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     }
     attn::mbarrier_arrive(&empty[stage]);  // this thread is done with the slot: refill it
   };
-  using Stage0 = std::integral_constant<int, 0>;
-  using Stage1 = std::integral_constant<int, 1>;
-  using Stage2 = std::integral_constant<int, 2>;
-  static_assert(kStages == 3, "the loops below unroll one lap of the ring");
+  constexpr auto kStageSeq = std::make_integer_sequence<int, kStages>{};
   int n = 0;
-  for (; n + 2 < min(n_unmasked, n_tiles); n += 3) {
-    tile(n, Stage1{}, std::false_type{});
-    tile(n + 1, Stage2{}, std::false_type{});
-    tile(n + 2, Stage0{}, std::false_type{});
-  }
-  for (; n < n_tiles; ++n) {  // the rest (at most two unmasked tiles, then the masked ones)
-    if (n % 3 == 0)
-      tile(n, Stage1{}, std::true_type{});
-    else if (n % 3 == 1)
-      tile(n, Stage2{}, std::true_type{});
-    else
-      tile(n, Stage0{}, std::true_type{});
-  }
+  for (; n + kStages - 1 < n_unmasked; n += kStages)
+    [&]<int... stage>(std::integer_sequence<int, stage...>) {
+      (tile(n + stage, std::integral_constant<int, (stage + 1) % kStages>{}, std::false_type{}),
+       ...);
+    }
+  (kStageSeq);
+  for (; n < n_tiles; ++n)  // the rest (fewer than kStages unmasked tiles, then the masked ones)
+    [&]<int... stage>(std::integer_sequence<int, stage...>) {
+      ((n % kStages == stage
+            ? tile(n, std::integral_constant<int, (stage + 1) % kStages>{}, std::true_type{})
+            : void()),
+       ...);
+    }
+  (kStageSeq);
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
   // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,

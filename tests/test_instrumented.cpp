@@ -63,6 +63,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step4::rung9::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step4::rung10::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step5::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
@@ -146,11 +149,11 @@ TEST_CASE("instrumented step2 rungs pass the matrix with no access reported", "[
 }
 TEST_CASE("instrumented step4 rungs pass the matrix with no access reported", "[instrumented]") {
   const std::pair<const char*, attn::StepFn> rungs[] = {
-      {"mma", &step4::rung1::counted::run},        {"registers", &step4::rung2::counted::run},
-      {"swizzle", &step4::rung3::counted::run},    {"pipeline", &step4::rung4::counted::run},
-      {"exp2", &step4::rung5::counted::run},       {"unmasked", &step4::rung6::counted::run},
-      {"immediates", &step4::rung7::counted::run}, {"copies", &step4::rung8::counted::run},
-      {"keepbits", &step4::rung9::counted::run},
+      {"mma", &step4::rung1::counted::run},       {"pv", &step4::rung2::counted::run},
+      {"registers", &step4::rung3::counted::run}, {"swizzle", &step4::rung4::counted::run},
+      {"pipeline", &step4::rung5::counted::run},  {"exp2", &step4::rung6::counted::run},
+      {"unmasked", &step4::rung7::counted::run},  {"immediates", &step4::rung8::counted::run},
+      {"copies", &step4::rung9::counted::run},    {"keepbits", &step4::rung10::counted::run},
   };
   for (const auto& [name, fn] : rungs)
     run_matrix(

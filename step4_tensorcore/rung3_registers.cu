@@ -1,16 +1,16 @@
-// Step 4, rung 4: the K/V tiles stream through a kStages-stage cp.async pipeline.
+// Step 4, rung 3: P stays in registers, from the S accumulators straight into the A fragments.
 //
-//   attention_kernel   Q tile in registers as mma A fragments; K and V tiles copied with cp.async
-//                      into swizzled shared memory, the next tile in flight while this one is
-//                      computed; S = Q K^T and O += P V with mma.sync m16n8k16; the online softmax
-//                      on the accumulator fragments; P turned into A fragments in registers.
+//   attention_kernel   Q tile in registers as mma A fragments; K and V tiles loaded into padded
+//                      shared memory; S = Q K^T and O += P V with mma.sync m16n8k16; the online
+//                      softmax on the accumulator fragments; P turned into A fragments in
+//                      registers.
 // A block owns Br = 64 query rows of one (batch, head): four warps, 16 rows each. Every warp
 // computes its own 16 x Bc slice of S per tile (Bc = 64), so the softmax needs only shuffles within
 // the four lanes that share a row (lane 4g .. 4g+3 hold rows g and g + 8).
 #include "common/ptx.h"
 #include "common/tiles.h"
 
-namespace step4::rung4::ATTN_BACKEND_NS {
+namespace step4::rung3::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
 
@@ -18,43 +18,17 @@ constexpr int kWarps = 4;
 constexpr int Br = 16 * kWarps;  // query rows per block: 16 per warp
 constexpr int Bc = 64;           // keys per K/V tile
 constexpr int kThreads = 32 * kWarps;
-constexpr int kStages = 2;  // K/V tiles in shared memory: one computed, the others in flight
 
-// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
-// a block 128 bytes = 8 chunks of 16 bytes, with chunk c of row r stored at chunk c ^ (r % 8)
-// (the figure is in the chapter). ldmatrix reads one 16-byte chunk from each of 8 consecutive
-// rows: swizzled, logical chunk c of rows 0..7 lands in physical chunks c^0 .. c^7, all 32 banks.
-// Head dims that are not a multiple of 64 (80, 96) use a second, partly filled block of 64 columns.
-template <int D>
-struct Tile {
-  static constexpr int kBlocks = (D + 63) / 64;
-  // Offset, in elements, of element (r, d) of a tile with `rows` rows.
-  static __device__ __forceinline__ int offset(int r, int d, int rows) {
-    return (d / 64) * rows * 64 + r * 64 + (((d % 64) / 8) ^ (r % 8)) * 8 + d % 8;
-  }
-  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
-};
-
-// Starts copying rows [0, rows) of a [*, D] matrix at `src` into a swizzled tile, 16 bytes per
-// cp.async, all threads of the block sharing the work: the copies go from global to shared memory
-// without passing through registers, and the thread goes on at once. Rows at or past `valid_rows`
-// are zero-filled (a source size of 0 bytes), so a partial tile needs no special case later.
-template <int D, typename T>
-__device__ __forceinline__ void copy_tile(T* tile, const T* src, int rows, int valid_rows) {
-  for (int v = threadIdx.x; v < rows * (D / 8); v += kThreads) {
-    const int r = v / (D / 8), d = v % (D / 8) * 8;
-    const bool valid = r < valid_rows;
-    attn::cp_async_16(tile + Tile<D>::offset(r, d, rows), src + (valid ? r * D + d : 0),
-                      valid ? 16 : 0);
-  }
-}
+// Shared rows are D + 8 elements long (step 3's padding): ldmatrix reads 16 bytes from each of 8
+// consecutive rows, and rows 2 D + 16 bytes apart start in 8 different groups of 4 banks.
+constexpr int kPad = 8;
 
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionParams p) {
-  T* Qs = attn::shared_memory<T>();              // [Br][D], swizzled
-  T* Ks = Qs + Tile<D>::elements(Br);            // [kStages][Bc][D]
-  T* Vs = Ks + kStages * Tile<D>::elements(Bc);  // [kStages][Bc][D]
+  T* Qs = attn::shared_memory<T>();  // [Br][D + kPad]
+  T* Ks = Qs + Br * (D + kPad);      // [Bc][D + kPad]
+  T* Vs = Ks + Bc * (D + kPad);      // [Bc][D + kPad]
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int i0 = blockIdx.y * Br;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -62,31 +36,17 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 
   const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
   const int64_t kv_row0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
-  const T* k_head = static_cast<const T*>(p.k) + kv_row0 * D;
-  const T* v_head = static_cast<const T*>(p.v) + kv_row0 * D;
 
   // Keys each of this lane's two rows sees, and keys any row of the block sees (see step 3).
   int end[2];
   for (int half = 0; half < 2; ++half)
     end[half] = attn::row_keys_end(p, b, i0 + warp * 16 + g + 8 * half);
   const int block_end = attn::tile_keys_end(p, b, i0, Br);
-  const int n_tiles = (block_end + Bc - 1) / Bc;
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
-  // Prologue: Q in one cp.async group, the first kStages - 1 K/V tiles in one group each.
-  copy_tile<D>(Qs, static_cast<const T*>(p.q) + q_row0 * D, Br, p.seqlen_q - i0);
-  attn::cp_async_commit();
-  for (int n = 0; n < kStages - 1; ++n) {
-    if (n < n_tiles) {
-      copy_tile<D>(Ks + n * Tile<D>::elements(Bc), k_head + int64_t(n) * Bc * D, Bc,
-                   p.seqlen_k - n * Bc);
-      copy_tile<D>(Vs + n * Tile<D>::elements(Bc), v_head + int64_t(n) * Bc * D, Bc,
-                   p.seqlen_k - n * Bc);
-    }
-    attn::cp_async_commit();
-  }
-  attn::cp_async_wait<kStages - 1>();  // Q has landed (the K/V tiles may still be in flight) ...
-  __syncthreads();                     // ... for every thread
+  attn::load_rows_16B<D>(Qs, D + kPad, static_cast<const T*>(p.q) + q_row0 * D, Br,
+                         p.seqlen_q - i0);
+  __syncthreads();  // Q is in shared memory for every thread
 
   // Q fragments: for each 16 columns, one ldmatrix.x4 of the four 8x8 quarters of the warp's 16
   // rows, in the order a0a1 (rows 0-7, cols 0-7), a2a3 (rows 8-15), a4a5 (cols 8-15), a6a7.
@@ -94,28 +54,19 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 #pragma unroll
   for (int kc = 0; kc < D / 16; ++kc) {
     const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), d = kc * 16 + 8 * (j / 2);
-    attn::ldmatrix<4>(q_frag[kc], Qs + Tile<D>::offset(r, d, Br));
+    attn::ldmatrix<4>(q_frag[kc], Qs + r * (D + kPad) + d);
   }
 
   float o_acc[D / 8][4] = {};  // O accumulators: D / 8 tiles of 16 x 8
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
-  for (int n = 0; n < n_tiles; ++n) {
-    const int j0 = n * Bc;
-    // Start copying tile n + kStages - 1 into the stage tile n - 1 used, then wait for tile n.
-    // Only the tile at the end of the K/V buffer has missing rows to zero-fill.
-    if (n + kStages - 1 < n_tiles) {
-      const int next = j0 + (kStages - 1) * Bc;
-      T* k_next = Ks + (n + kStages - 1) % kStages * Tile<D>::elements(Bc);
-      T* v_next = Vs + (n + kStages - 1) % kStages * Tile<D>::elements(Bc);
-      copy_tile<D>(k_next, k_head + int64_t(next) * D, Bc, p.seqlen_k - next);
-      copy_tile<D>(v_next, v_head + int64_t(next) * D, Bc, p.seqlen_k - next);
-    }
-    attn::cp_async_commit();             // (an empty group when there is no next tile)
-    attn::cp_async_wait<kStages - 1>();  // all but the newest groups: this tile has landed ...
-    __syncthreads();                     // ... for every thread, not only for this one
-    const T* K = Ks + n % kStages * Tile<D>::elements(Bc);
-    const T* V = Vs + n % kStages * Tile<D>::elements(Bc);
+  for (int j0 = 0; j0 < block_end; j0 += Bc) {
+    __syncthreads();  // the previous tile has been used by every thread
+    attn::load_rows_16B<D>(Ks, D + kPad, static_cast<const T*>(p.k) + (kv_row0 + j0) * D, Bc,
+                           p.seqlen_k - j0);
+    attn::load_rows_16B<D>(Vs, D + kPad, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc,
+                           p.seqlen_k - j0);
+    __syncthreads();
 
     // S = Q K^T for this warp's 16 rows and the tile's Bc keys: Bc / 8 accumulator tiles of 16 x 8.
     // K is stored [key][d], which is exactly an mma B operand ("col"): a non-transposed
@@ -127,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       for (int kc = 0; kc < D / 16; ++kc) {
         uint32_t kb[4];
         const int key = nt * 8 + lane % 8 + 8 * (lane / 16), d = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<4>(kb, K + Tile<D>::offset(key, d, Bc));
+        attn::ldmatrix<4>(kb, Ks + key * (D + kPad) + d);
         attn::mma_m16n8k16<T>(s[nt], q_frag[kc], {kb[0], kb[1]}, s[nt]);
         attn::mma_m16n8k16<T>(s[nt + 1], q_frag[kc], {kb[2], kb[3]}, s[nt + 1]);
       }
@@ -203,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       for (int kc = 0; kc < Bc / 16; ++kc) {
         uint32_t vb[4];
         const int key = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(vb, V + Tile<D>::offset(key, d, Bc));
+        attn::ldmatrix<4, true>(vb, Vs + key * (D + kPad) + d);
         attn::mma_m16n8k16<T>(o_acc[dt], p_frag[kc], {vb[0], vb[1]}, o_acc[dt]);
         attn::mma_m16n8k16<T>(o_acc[dt + 1], p_frag[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
         if constexpr (kDropout) {
@@ -212,9 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
         }
       }
     }
-    __syncthreads();  // every warp is done with this stage before it is loaded again
   }
-  attn::cp_async_wait<0>();  // nothing may be in flight when the block exits
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
   // writes two adjacent elements per tile. A row that sees no key has l = 0: O = 0, LSE = -inf.
@@ -238,7 +187,7 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   ctx.tile = {Br, Bc};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
-      const size_t smem = (Tile<D>::elements(Br) + 2 * kStages * Tile<D>::elements(Bc)) * sizeof(T);
+      const size_t smem = (Br + 2 * Bc) * (D + kPad) * sizeof(T);
       if (p.dropout > 0.0f)
         attn::launch(attention_kernel<T, D, true>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
       else
@@ -248,4 +197,4 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   });
 }
 
-}  // namespace step4::rung4::ATTN_BACKEND_NS
+}  // namespace step4::rung3::ATTN_BACKEND_NS

@@ -1,4 +1,4 @@
-// Step 4, rung 7: every shared-memory address in the main loop a per-thread base plus an immediate.
+// Step 4, rung 5: the K/V tiles stream through a kStages-stage cp.async pipeline.
 //
 //   attention_kernel   Q tile in registers as mma A fragments; K and V tiles copied with cp.async
 //                      into swizzled shared memory, the next tile in flight while this one is
@@ -10,10 +10,7 @@
 #include "common/ptx.h"
 #include "common/tiles.h"
 
-#include <type_traits>
-#include <utility>
-
-namespace step4::rung7::ATTN_BACKEND_NS {
+namespace step4::rung5::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
 
@@ -74,10 +71,6 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     end[half] = attn::row_keys_end(p, b, i0 + warp * 16 + g + 8 * half);
   const int block_end = attn::tile_keys_end(p, b, i0, Br);
   const int n_tiles = (block_end + Bc - 1) / Bc;
-  // Tiles every row of the block sees in full need no mask: the block's first row sees the
-  // fewest keys (padding rows past the batch's query length see none, but they also skip the
-  // unmasked tiles' result: see the epilogue).
-  const int n_unmasked = min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
   // Prologue: Q in one cp.async group, the first kStages - 1 K/V tiles in one group each.
@@ -103,48 +96,26 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), d = kc * 16 + 8 * (j / 2);
     attn::ldmatrix<4>(q_frag[kc], Qs + Tile<D>::offset(r, d, Br));
   }
-  // A negative scale is folded into Q once (flip the sign bit of each 16-bit element), so that
-  // the softmax below only ever sees a positive scale (common/online_softmax.h).
-  if (p.scale < 0.0f)
-#pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) q_frag[kc][r] ^= 0x80008000u;
-  const float c = online_softmax::scale_log2(p.scale);  // scale * log2(e)
-
-  // ldmatrix row addresses, relative to a stage, computed once. The lane's part of the swizzle
-  // (r % 8 = lane % 8) is the same for every tile. Columns 16 c16 .. 16 c16 + 15 of a 64-column
-  // block are chunks 2 c16 and 2 c16 + 1, and (2 c16 + x) ^ y = (x ^ y) ^ 2 c16 for x < 2: the
-  // offset of columns 16 c16 is the offset of columns 0 with bits 4-5 flipped, offset ^ 16 c16.
-  // Rows and 64-column blocks then add constants.
-  const int k_ldsm = Tile<D>::offset(lane % 8 + 8 * (lane / 16), 8 * (lane / 8 % 2), Bc);
-  const int v_ldsm = Tile<D>::offset(lane % 8 + 8 * (lane / 8 % 2), 8 * (lane / 16), Bc);
 
   float o_acc[D / 8][4] = {};  // O accumulators: D / 8 tiles of 16 x 8
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
-  // One K/V tile. kMasked: some key of the tile may be invisible to some row (the last, partial
-  // tile; tiles on the causal diagonal); the other tiles skip the mask entirely. The stage
-  // (n % kStages) is a compile-time constant too, so that every shared-memory address below is a
-  // per-thread base plus an immediate: the main loop calls this for kStages tiles at a time.
-  auto tile = [&](int n, auto stage_c, auto masked) {
-    constexpr int stage = decltype(stage_c)::value;
-    constexpr bool kMasked = decltype(masked)::value;
+  for (int n = 0; n < n_tiles; ++n) {
     const int j0 = n * Bc;
     // Start copying tile n + kStages - 1 into the stage tile n - 1 used, then wait for tile n.
     // Only the tile at the end of the K/V buffer has missing rows to zero-fill.
     if (n + kStages - 1 < n_tiles) {
       const int next = j0 + (kStages - 1) * Bc;
-      T* k_next = Ks + (stage + kStages - 1) % kStages * Tile<D>::elements(Bc);
-      T* v_next = Vs + (stage + kStages - 1) % kStages * Tile<D>::elements(Bc);
+      T* k_next = Ks + (n + kStages - 1) % kStages * Tile<D>::elements(Bc);
+      T* v_next = Vs + (n + kStages - 1) % kStages * Tile<D>::elements(Bc);
       copy_tile<D>(k_next, k_head + int64_t(next) * D, Bc, p.seqlen_k - next);
       copy_tile<D>(v_next, v_head + int64_t(next) * D, Bc, p.seqlen_k - next);
     }
     attn::cp_async_commit();             // (an empty group when there is no next tile)
     attn::cp_async_wait<kStages - 1>();  // all but the newest groups: this tile has landed ...
     __syncthreads();                     // ... for every thread, not only for this one
-    const T* K = Ks + stage * Tile<D>::elements(Bc);
-    const T* V = Vs + stage * Tile<D>::elements(Bc);
+    const T* K = Ks + n % kStages * Tile<D>::elements(Bc);
+    const T* V = Vs + n % kStages * Tile<D>::elements(Bc);
 
     // S = Q K^T for this warp's 16 rows and the tile's Bc keys: Bc / 8 accumulator tiles of 16 x 8.
     // K is stored [key][d], which is exactly an mma B operand ("col"): a non-transposed
@@ -155,33 +126,31 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 #pragma unroll
       for (int kc = 0; kc < D / 16; ++kc) {
         uint32_t kb[4];
-        attn::ldmatrix<4>(kb, K + (k_ldsm ^ kc % 4 * 16) + (kc / 4) * Bc * 64 + nt * 8 * 64);
+        const int key = nt * 8 + lane % 8 + 8 * (lane / 16), d = kc * 16 + 8 * (lane / 8 % 2);
+        attn::ldmatrix<4>(kb, K + Tile<D>::offset(key, d, Bc));
         attn::mma_m16n8k16<T>(s[nt], q_frag[kc], {kb[0], kb[1]}, s[nt]);
         attn::mma_m16n8k16<T>(s[nt + 1], q_frag[kc], {kb[2], kb[3]}, s[nt + 1]);
       }
     }
 
-    // Mask (masked tiles only) and row maxima of the unscaled scores. Element i of tile nt is
-    // row g + 8 * (i / 2), key j0 + 8 nt + 2t + i % 2.
-    float tile_max[2];
+    // Scale, mask and row maxima. Element i of tile nt is row g + 8 * (i / 2), key
+    // j0 + 8 nt + 2t + i % 2.
+    float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < Bc / 8; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        if constexpr (kMasked)
-          if (j0 + nt * 8 + 2 * t + i % 2 >= end[i / 2]) s[nt][i] = -INFINITY;
-        tile_max[i / 2] = nt == 0 && i % 2 == 0 ? s[nt][i] : fmaxf(tile_max[i / 2], s[nt][i]);
+        const int j = j0 + nt * 8 + 2 * t + i % 2;
+        s[nt][i] = j < end[i / 2] ? p.scale * s[nt][i] : -INFINITY;
+        tile_max[i / 2] = fmaxf(tile_max[i / 2], s[nt][i]);
       }
 
-    // Online softmax on the fragments, in base 2: the four lanes of a row combine their maxima
-    // with two shuffles; each lane keeps its own part of the row sum l (reduced once, at the end).
-    float alpha[2], neg_mc[2];
+    // Online softmax on the fragments (common/online_softmax.h): the four lanes of a row combine
+    // their maxima and sums with two shuffles each.
+    float alpha[2], tile_sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      alpha[half] = online_softmax::rescale_to2<kMasked>(
-          state[half], attn::row_max<4>(tile_max[half]), c, attn::exp2_ftz);
-      neg_mc[half] = online_softmax::neg_scaled_max<kMasked>(state[half], c);
-    }
+    for (int half = 0; half < 2; ++half)
+      alpha[half] = online_softmax::rescale_to(state[half], attn::row_max<4>(tile_max[half]));
     uint32_t p_frag[Bc / 16][4];  // P as A fragments, 16 keys each
     // With dropout, what rounding P to 16 bits lost (see pack2_residual), multiplied by V too:
     // the kept probabilities are scaled by 1 / (1 - p) at the end (1000 at p = 0.999), and two
@@ -193,8 +162,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       float pr[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        pr[i] = online_softmax::prob2(s[nt][i], c, neg_mc[i / 2], attn::exp2_ftz);
-        state[i / 2].l += pr[i];  // the softmax normalises over every key, dropped or not
+        pr[i] = online_softmax::prob(state[i / 2], s[nt][i]);
+        tile_sum[i / 2] += pr[i];  // the softmax normalises over every key, dropped or not
       }
       if constexpr (kDropout) {
         // Dropped: 0; kept: 1. The 1 / (1 - p) of the kept ones is applied to O at the end, so
@@ -220,6 +189,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       }
     }
 #pragma unroll
+    for (int half = 0; half < 2; ++half) state[half].l += attn::row_sum<4>(tile_sum[half]);
+#pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
@@ -231,8 +202,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 #pragma unroll
       for (int kc = 0; kc < Bc / 16; ++kc) {
         uint32_t vb[4];
-        attn::ldmatrix<4, true>(vb,
-                                V + (v_ldsm ^ dt % 8 / 2 * 16) + (dt / 8) * Bc * 64 + kc * 16 * 64);
+        const int key = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
+        attn::ldmatrix<4, true>(vb, V + Tile<D>::offset(key, d, Bc));
         attn::mma_m16n8k16<T>(o_acc[dt], p_frag[kc], {vb[0], vb[1]}, o_acc[dt]);
         attn::mma_m16n8k16<T>(o_acc[dt + 1], p_frag[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
         if constexpr (kDropout) {
@@ -242,32 +213,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       }
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
-  };
-  constexpr auto kStageSeq = std::make_integer_sequence<int, kStages>{};
-  int n = 0;
-  for (; n + kStages - 1 < n_unmasked; n += kStages)
-    [&]<int... stage>(std::integer_sequence<int, stage...>) {
-      (tile(n + stage, std::integral_constant<int, stage>{}, std::false_type{}), ...);
-    }
-  (kStageSeq);
-  for (; n < n_tiles; ++n)  // the rest (at most kStages - 1 unmasked tiles, then the masked ones)
-    [&]<int... stage>(std::integer_sequence<int, stage...>) {
-      ((n % kStages == stage ? tile(n, std::integral_constant<int, stage>{}, std::true_type{})
-                             : void()),
-       ...);
-    }
-  (kStageSeq);
+  }
   attn::cp_async_wait<0>();  // nothing may be in flight when the block exits
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
-  // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
-  // once, instead of on every tile.
+  // writes two adjacent elements per tile. A row that sees no key has l = 0: O = 0, LSE = -inf.
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    state[half].l = attn::row_sum<4>(state[half].l);
-    // A row that sees no key (above a causal diagonal, or padding past its batch's query length)
-    // may still have run through unmasked tiles: it writes O = 0 and LSE = -inf.
-    if (end[half] == 0) state[half] = online_softmax::init<float>();
     const int r = warp * 16 + g + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
     const float inv_l = online_softmax::inv_sum(state[half]) * (kDropout ? drop.scale : 1.0f);
@@ -276,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     for (int dt = 0; dt < D / 8; ++dt)
       *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
           attn::pack2<T>(o_acc[dt][2 * half] * inv_l, o_acc[dt][2 * half + 1] * inv_l);
-    if (t == 0) p.lse[q_row0 + r] = online_softmax::lse2(state[half], p.scale);
+    if (t == 0) p.lse[q_row0 + r] = online_softmax::lse(state[half]);
   }
 }
 
@@ -296,4 +248,4 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   });
 }
 
-}  // namespace step4::rung7::ATTN_BACKEND_NS
+}  // namespace step4::rung5::ATTN_BACKEND_NS

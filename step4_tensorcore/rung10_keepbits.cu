@@ -1,9 +1,9 @@
-// Step 4, rung 6: tiles that every row of the block sees in full skip the mask.
+// Step 4, rung 10: dropout's keep decisions drawn before S, out of the way of S and P's registers.
 //
-//   attention_kernel   Q tile in registers as mma A fragments; K and V tiles copied with cp.async
-//                      into swizzled shared memory, the next tile in flight while this one is
-//                      computed; S = Q K^T and O += P V with mma.sync m16n8k16; the online softmax
-//                      on the accumulator fragments; P turned into A fragments in registers.
+//   attention_kernel   Q tile in registers as mma A fragments; K and V tiles streamed through a
+//                      kStages-stage cp.async pipeline into swizzled shared memory; S = Q K^T
+//                      and O += P V with mma.sync m16n8k16; the online softmax on the accumulator
+//                      fragments; P turned into A fragments in registers, never stored.
 // A block owns Br = 64 query rows of one (batch, head): four warps, 16 rows each. Every warp
 // computes its own 16 x Bc slice of S per tile (Bc = 64), so the softmax needs only shuffles within
 // the four lanes that share a row (lane 4g .. 4g+3 hold rows g and g + 8).
@@ -11,8 +11,9 @@
 #include "common/tiles.h"
 
 #include <type_traits>
+#include <utility>
 
-namespace step4::rung6::ATTN_BACKEND_NS {
+namespace step4::rung10::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
 
@@ -23,10 +24,18 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kStages = 2;  // K/V tiles in shared memory: one computed, the others in flight
 
 // Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
-// a block 128 bytes = 8 chunks of 16 bytes, with chunk c of row r stored at chunk c ^ (r % 8)
-// (the figure is in the chapter). ldmatrix reads one 16-byte chunk from each of 8 consecutive
-// rows: swizzled, logical chunk c of rows 0..7 lands in physical chunks c^0 .. c^7, all 32 banks.
-// Head dims that are not a multiple of 64 (80, 96) use a second, partly filled block of 64 columns.
+// a block 128 bytes = 8 chunks of 16 bytes, with chunk c of row r stored at chunk c ^ (r % 8):
+//
+//            chunk:  0  1  2  3  4  5  6  7        ldmatrix reads one 16-byte chunk from each of
+//    row 0          0  1  2  3  4  5  6  7        8 consecutive rows. Unswizzled, the 8 chunks
+//    row 1          1  0  3  2  5  4  7  6        of logical column c sit 128 bytes apart: the
+//    row 2          2  3  0  1  6  7  4  5        same 4 banks, an 8-way conflict. Swizzled,
+//    row 3          3  2  1  0  7  6  5  4        logical chunk c of rows 0..7 lands in physical
+//    ...                                          chunks c^0 .. c^7: all 8 distinct, all 32
+//    row 7          7  6  5  4  3  2  1  0        banks, one transaction.
+//
+// (The table shows which logical chunk each physical chunk holds.) Head dims that are not a
+// multiple of 64 (80, 96) use a second, partly filled block of 64 columns.
 template <int D>
 struct Tile {
   static constexpr int kBlocks = (D + 63) / 64;
@@ -37,19 +46,49 @@ struct Tile {
   static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
 };
 
-// Starts copying rows [0, rows) of a [*, D] matrix at `src` into a swizzled tile, 16 bytes per
-// cp.async, all threads of the block sharing the work: the copies go from global to shared memory
-// without passing through registers, and the thread goes on at once. Rows at or past `valid_rows`
-// are zero-filled (a source size of 0 bytes), so a partial tile needs no special case later.
-template <int D, typename T>
-__device__ __forceinline__ void copy_tile(T* tile, const T* src, int rows, int valid_rows) {
-  for (int v = threadIdx.x; v < rows * (D / 8); v += kThreads) {
-    const int r = v / (D / 8), d = v % (D / 8) * 8;
-    const bool valid = r < valid_rows;
-    attn::cp_async_16(tile + Tile<D>::offset(r, d, rows), src + (valid ? r * D + d : 0),
-                      valid ? 16 : 0);
+// The cp.async copies of one [Rows][D] tile, 16 bytes each, shared by the block's threads. A
+// thread copies chunk threadIdx.x % (D / 8) of rows threadIdx.x / (D / 8) + k * kRowStep: with
+// kRowStep a multiple of 8, the swizzle (r % 8) is the same in every pass k, so a thread's shared
+// and global offsets are computed once, before the K/V loop, and pass k only adds a constant
+// (which the copy instruction takes as an immediate). Head dims whose chunk count does not divide
+// the block (80, 96) fall back to computing each copy's offsets.
+template <int D, int Rows, int kThreads>
+struct TileCopy {
+  static constexpr int kChunks = D / 8;
+  static constexpr bool kFixedPasses =
+      kThreads % kChunks == 0 && (kThreads / kChunks) % 8 == 0 && Rows % (kThreads / kChunks) == 0;
+  static constexpr int kRowStep = kFixedPasses ? kThreads / kChunks : 1;
+  int row, smem, gmem;  // this thread's first row, and its offsets in the tile and in the source
+  __device__ __forceinline__ TileCopy() {
+    row = threadIdx.x / kChunks;
+    const int d = threadIdx.x % kChunks * 8;
+    smem = Tile<D>::offset(row, d, Rows);
+    gmem = row * D + d;
   }
-}
+
+  // Rows [0, Rows) of the tile starting at `src` (a [*, D] matrix) into `tile`. kFull: every
+  // row exists; otherwise rows at or past `valid_rows` are zero-filled (the partial tile at the
+  // end of a sequence).
+  template <bool kFull, typename T>
+  __device__ __forceinline__ void issue(T* tile, const T* src, int valid_rows = Rows) const {
+    if constexpr (kFixedPasses) {
+      const T* from = src + gmem;  // one 64-bit add; the passes add immediates
+#pragma unroll
+      for (int k = 0; k < Rows / kRowStep; ++k) {
+        const bool valid = kFull || row + k * kRowStep < valid_rows;
+        attn::cp_async_16(tile + smem + k * kRowStep * 64, valid ? from + k * kRowStep * D : src,
+                          valid ? 16 : 0);
+      }
+    } else {
+      for (int v = threadIdx.x; v < Rows * kChunks; v += kThreads) {
+        const int r = v / kChunks, d = v % kChunks * 8;
+        const bool valid = kFull || r < valid_rows;
+        attn::cp_async_16(tile + Tile<D>::offset(r, d, Rows), src + (valid ? r * D + d : 0),
+                          valid ? 16 : 0);
+      }
+    }
+  }
+};
 
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
@@ -80,14 +119,18 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
   // Prologue: Q in one cp.async group, the first kStages - 1 K/V tiles in one group each.
-  copy_tile<D>(Qs, static_cast<const T*>(p.q) + q_row0 * D, Br, p.seqlen_q - i0);
+  const TileCopy<D, Br, kThreads> q_copy;
+  const TileCopy<D, Bc, kThreads> kv_copy;  // K and V tiles have the same shape and offsets
+  q_copy.template issue<false>(Qs, static_cast<const T*>(p.q) + q_row0 * D, p.seqlen_q - i0);
   attn::cp_async_commit();
-  for (int n = 0; n < kStages - 1; ++n) {
-    if (n < n_tiles) {
-      copy_tile<D>(Ks + n * Tile<D>::elements(Bc), k_head + int64_t(n) * Bc * D, Bc,
-                   p.seqlen_k - n * Bc);
-      copy_tile<D>(Vs + n * Tile<D>::elements(Bc), v_head + int64_t(n) * Bc * D, Bc,
-                   p.seqlen_k - n * Bc);
+  const T* k_tile = k_head;  // the K and V tiles last copied (moved one tile on per prefetch)
+  const T* v_tile = v_head;
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st > 0) k_tile += Bc * D, v_tile += Bc * D;
+    if (st < n_tiles) {
+      kv_copy.template issue<false>(Ks + st * Tile<D>::elements(Bc), k_tile, p.seqlen_k - st * Bc);
+      kv_copy.template issue<false>(Vs + st * Tile<D>::elements(Bc), v_tile, p.seqlen_k - st * Bc);
     }
     attn::cp_async_commit();
   }
@@ -111,28 +154,64 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       for (int r = 0; r < 4; ++r) q_frag[kc][r] ^= 0x80008000u;
   const float c = online_softmax::scale_log2(p.scale);  // scale * log2(e)
 
+  // ldmatrix row addresses, relative to a stage, computed once. The lane's part of the swizzle
+  // (r % 8 = lane % 8) is the same for every tile. Columns 16 c16 .. 16 c16 + 15 of a 64-column
+  // block are chunks 2 c16 and 2 c16 + 1, and (2 c16 + x) ^ y = (x ^ y) ^ 2 c16 for x < 2: the
+  // offset of columns 16 c16 is the offset of columns 0 with bits 4-5 flipped, offset ^ 16 c16.
+  // Rows and 64-column blocks then add constants.
+  const int k_ldsm = Tile<D>::offset(lane % 8 + 8 * (lane / 16), 8 * (lane / 8 % 2), Bc);
+  const int v_ldsm = Tile<D>::offset(lane % 8 + 8 * (lane / 8 % 2), 8 * (lane / 16), Bc);
+
   float o_acc[D / 8][4] = {};  // O accumulators: D / 8 tiles of 16 x 8
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
+
   // One K/V tile. kMasked: some key of the tile may be invisible to some row (the last, partial
-  // tile; tiles on the causal diagonal); the other tiles skip the mask entirely.
-  auto tile = [&](int n, auto masked) {
+  // tile; tiles on the causal diagonal); the other tiles skip the mask entirely. The stage
+  // (n % kStages) is a compile-time constant too, so that every shared-memory address below is a
+  // per-thread base plus an immediate: the main loop calls this for kStages tiles at a time.
+  auto tile = [&](int n, auto stage_c, auto masked) {
+    constexpr int stage = decltype(stage_c)::value;
     constexpr bool kMasked = decltype(masked)::value;
     const int j0 = n * Bc;
-    // Start copying tile n + kStages - 1 into the stage tile n - 1 used, then wait for tile n.
-    // Only the tile at the end of the K/V buffer has missing rows to zero-fill.
+    // Start copying tile n + kStages - 1 into the stage tile n - 1 used while this one is
+    // computed. Only the tile at the end of the K/V buffer needs its missing rows zero-filled.
     if (n + kStages - 1 < n_tiles) {
       const int next = j0 + (kStages - 1) * Bc;
-      T* k_next = Ks + (n + kStages - 1) % kStages * Tile<D>::elements(Bc);
-      T* v_next = Vs + (n + kStages - 1) % kStages * Tile<D>::elements(Bc);
-      copy_tile<D>(k_next, k_head + int64_t(next) * D, Bc, p.seqlen_k - next);
-      copy_tile<D>(v_next, v_head + int64_t(next) * D, Bc, p.seqlen_k - next);
+      T* k_next = Ks + (stage + kStages - 1) % kStages * Tile<D>::elements(Bc);
+      T* v_next = Vs + (stage + kStages - 1) % kStages * Tile<D>::elements(Bc);
+      if (next + Bc <= p.seqlen_k) {
+        kv_copy.template issue<true>(k_next, k_tile += Bc * D);
+        kv_copy.template issue<true>(v_next, v_tile += Bc * D);
+      } else {
+        kv_copy.template issue<false>(k_next, k_tile += Bc * D, p.seqlen_k - next);
+        kv_copy.template issue<false>(v_next, v_tile += Bc * D, p.seqlen_k - next);
+      }
     }
     attn::cp_async_commit();             // (an empty group when there is no next tile)
     attn::cp_async_wait<kStages - 1>();  // all but the newest groups: this tile has landed ...
     __syncthreads();                     // ... for every thread, not only for this one
-    const T* K = Ks + n % kStages * Tile<D>::elements(Bc);
-    const T* V = Vs + n % kStages * Tile<D>::elements(Bc);
+    const T* K = Ks + stage * Tile<D>::elements(Bc);
+    const T* V = Vs + stage * Tile<D>::elements(Bc);
+
+    // With dropout, this lane's 32 keep decisions of the tile (bit 4 nt + i for element i of S
+    // tile nt), drawn before S is computed, so that the Philox rounds do not compete for
+    // registers with S and P. Keys 2t and 2t + 1 of a row come from one Philox call.
+    [[maybe_unused]] uint32_t keep = 0;
+    if constexpr (kDropout) {
+      // Not unrolled: one Philox call at a time keeps its temporaries to a few registers.
+#pragma unroll 1
+      for (int nt = 0; nt < Bc / 8; ++nt) {
+#pragma unroll 1
+        for (int half = 0; half < 2; ++half) {
+          bool keep0, keep1;
+          attn::dropout_keep_pair(drop, b, h, i0 + warp * 16 + g + 8 * half, j0 + nt * 8 + 2 * t,
+                                  keep0, keep1);
+          keep |= uint32_t(keep0) << (4 * nt + 2 * half);
+          keep |= uint32_t(keep1) << (4 * nt + 2 * half + 1);
+        }
+      }
+    }
 
     // S = Q K^T for this warp's 16 rows and the tile's Bc keys: Bc / 8 accumulator tiles of 16 x 8.
     // K is stored [key][d], which is exactly an mma B operand ("col"): a non-transposed
@@ -143,8 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 #pragma unroll
       for (int kc = 0; kc < D / 16; ++kc) {
         uint32_t kb[4];
-        const int key = nt * 8 + lane % 8 + 8 * (lane / 16), d = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<4>(kb, K + Tile<D>::offset(key, d, Bc));
+        attn::ldmatrix<4>(kb, K + (k_ldsm ^ kc % 4 * 16) + (kc / 4) * Bc * 64 + nt * 8 * 64);
         attn::mma_m16n8k16<T>(s[nt], q_frag[kc], {kb[0], kb[1]}, s[nt]);
         attn::mma_m16n8k16<T>(s[nt + 1], q_frag[kc], {kb[2], kb[3]}, s[nt + 1]);
       }
@@ -187,18 +265,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       }
       if constexpr (kDropout) {
         // Dropped: 0; kept: 1. The 1 / (1 - p) of the kept ones is applied to O at the end, so
-        // P stays in [0, 1]. Keys 2t and 2t + 1 of a row come from one Philox call.
+        // P stays in [0, 1].
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          bool keep0, keep1;
-          attn::dropout_keep_pair(drop, b, h, i0 + warp * 16 + g + 8 * half, j0 + nt * 8 + 2 * t,
-                                  keep0, keep1);
-          if (!keep0) pr[2 * half] = 0.0f;
-          if (!keep1) pr[2 * half + 1] = 0.0f;
-        }
+        for (int i = 0; i < 4; ++i)
+          if (!(keep >> (4 * nt + i) & 1u)) pr[i] = 0.0f;
       }
       // The accumulator layout of S (rows g, g+8; columns 2t, 2t+1) is the A-fragment layout of
-      // P for the product P V: S tiles 2k and 2k+1 are keys 0-7 and 8-15 of A fragment k.
+      // P for the product P V: tiles 2k and 2k+1 of S are keys 0-7 and 8-15 of A fragment k.
       p_frag[nt / 2][2 * (nt % 2)] = attn::pack2<T>(pr[0], pr[1]);
       p_frag[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(pr[2], pr[3]);
       if constexpr (kDropout) {
@@ -220,8 +293,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 #pragma unroll
       for (int kc = 0; kc < Bc / 16; ++kc) {
         uint32_t vb[4];
-        const int key = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(vb, V + Tile<D>::offset(key, d, Bc));
+        attn::ldmatrix<4, true>(vb,
+                                V + (v_ldsm ^ dt % 8 / 2 * 16) + (dt / 8) * Bc * 64 + kc * 16 * 64);
         attn::mma_m16n8k16<T>(o_acc[dt], p_frag[kc], {vb[0], vb[1]}, o_acc[dt]);
         attn::mma_m16n8k16<T>(o_acc[dt + 1], p_frag[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
         if constexpr (kDropout) {
@@ -232,9 +305,20 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
   };
+  constexpr auto kStageSeq = std::make_integer_sequence<int, kStages>{};
   int n = 0;
-  for (; n < n_unmasked; ++n) tile(n, std::false_type{});
-  for (; n < n_tiles; ++n) tile(n, std::true_type{});
+  for (; n + kStages - 1 < n_unmasked; n += kStages)
+    [&]<int... stage>(std::integer_sequence<int, stage...>) {
+      (tile(n + stage, std::integral_constant<int, stage>{}, std::false_type{}), ...);
+    }
+  (kStageSeq);
+  for (; n < n_tiles; ++n)  // the rest (at most kStages - 1 unmasked tiles, then the masked ones)
+    [&]<int... stage>(std::integer_sequence<int, stage...>) {
+      ((n % kStages == stage ? tile(n, std::integral_constant<int, stage>{}, std::true_type{})
+                             : void()),
+       ...);
+    }
+  (kStageSeq);
   attn::cp_async_wait<0>();  // nothing may be in flight when the block exits
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
@@ -274,4 +358,4 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   });
 }
 
-}  // namespace step4::rung6::ATTN_BACKEND_NS
+}  // namespace step4::rung10::ATTN_BACKEND_NS

@@ -1,6 +1,6 @@
-// Step 4, rung 2: P stays in registers, from the S accumulators straight into the A fragments.
+// Step 4, rung 4: shared tiles swizzled instead of padded.
 //
-//   attention_kernel   Q tile in registers as mma A fragments; K and V tiles loaded into padded
+//   attention_kernel   Q tile in registers as mma A fragments; K and V tiles loaded into swizzled
 //                      shared memory; S = Q K^T and O += P V with mma.sync m16n8k16; the online
 //                      softmax on the accumulator fragments; P turned into A fragments in
 //                      registers.
@@ -10,7 +10,7 @@
 #include "common/ptx.h"
 #include "common/tiles.h"
 
-namespace step4::rung2::ATTN_BACKEND_NS {
+namespace step4::rung4::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
 
@@ -19,16 +19,40 @@ constexpr int Br = 16 * kWarps;  // query rows per block: 16 per warp
 constexpr int Bc = 64;           // keys per K/V tile
 constexpr int kThreads = 32 * kWarps;
 
-// Shared rows are D + 8 elements long (step 3's padding): ldmatrix reads 16 bytes from each of 8
-// consecutive rows, and rows 2 D + 16 bytes apart start in 8 different groups of 4 banks.
-constexpr int kPad = 8;
+// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
+// a block 128 bytes = 8 chunks of 16 bytes, with chunk c of row r stored at chunk c ^ (r % 8)
+// (the figure is in the chapter). ldmatrix reads one 16-byte chunk from each of 8 consecutive
+// rows: swizzled, logical chunk c of rows 0..7 lands in physical chunks c^0 .. c^7, all 32 banks.
+// Head dims that are not a multiple of 64 (80, 96) use a second, partly filled block of 64 columns.
+template <int D>
+struct Tile {
+  static constexpr int kBlocks = (D + 63) / 64;
+  // Offset, in elements, of element (r, d) of a tile with `rows` rows.
+  static __device__ __forceinline__ int offset(int r, int d, int rows) {
+    return (d / 64) * rows * 64 + r * 64 + (((d % 64) / 8) ^ (r % 8)) * 8 + d % 8;
+  }
+  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
+};
+
+// Copies rows [0, rows) of a [*, D] matrix at `src` into a swizzled tile, 16 bytes per load and
+// store, all threads of the block sharing the work. Rows at or past `valid_rows` are filled with
+// zeros, so a partial tile at the end of a sequence needs no special case later.
+template <int D, typename T>
+__device__ __forceinline__ void load_tile(T* tile, const T* src, int rows, int valid_rows) {
+  for (int v = threadIdx.x; v < rows * (D / 8); v += kThreads) {
+    const int r = v / (D / 8), d = v % (D / 8) * 8;
+    uint4 data = make_uint4(0, 0, 0, 0);
+    if (r < valid_rows) data = *reinterpret_cast<const uint4*>(src + r * D + d);
+    *reinterpret_cast<uint4*>(tile + Tile<D>::offset(r, d, rows)) = data;
+  }
+}
 
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionParams p) {
-  T* Qs = attn::shared_memory<T>();  // [Br][D + kPad]
-  T* Ks = Qs + Br * (D + kPad);      // [Bc][D + kPad]
-  T* Vs = Ks + Bc * (D + kPad);      // [Bc][D + kPad]
+  T* Qs = attn::shared_memory<T>();    // [Br][D], swizzled
+  T* Ks = Qs + Tile<D>::elements(Br);  // [Bc][D]
+  T* Vs = Ks + Tile<D>::elements(Bc);  // [Bc][D]
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int i0 = blockIdx.y * Br;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -44,8 +68,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   const int block_end = attn::tile_keys_end(p, b, i0, Br);
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
-  attn::load_rows_16B<D>(Qs, D + kPad, static_cast<const T*>(p.q) + q_row0 * D, Br,
-                         p.seqlen_q - i0);
+  load_tile<D>(Qs, static_cast<const T*>(p.q) + q_row0 * D, Br, p.seqlen_q - i0);
   __syncthreads();  // Q is in shared memory for every thread
 
   // Q fragments: for each 16 columns, one ldmatrix.x4 of the four 8x8 quarters of the warp's 16
@@ -54,7 +77,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 #pragma unroll
   for (int kc = 0; kc < D / 16; ++kc) {
     const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), d = kc * 16 + 8 * (j / 2);
-    attn::ldmatrix<4>(q_frag[kc], Qs + r * (D + kPad) + d);
+    attn::ldmatrix<4>(q_frag[kc], Qs + Tile<D>::offset(r, d, Br));
   }
 
   float o_acc[D / 8][4] = {};  // O accumulators: D / 8 tiles of 16 x 8
@@ -62,10 +85,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
                                            online_softmax::init<float>()};
   for (int j0 = 0; j0 < block_end; j0 += Bc) {
     __syncthreads();  // the previous tile has been used by every thread
-    attn::load_rows_16B<D>(Ks, D + kPad, static_cast<const T*>(p.k) + (kv_row0 + j0) * D, Bc,
-                           p.seqlen_k - j0);
-    attn::load_rows_16B<D>(Vs, D + kPad, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc,
-                           p.seqlen_k - j0);
+    load_tile<D>(Ks, static_cast<const T*>(p.k) + (kv_row0 + j0) * D, Bc, p.seqlen_k - j0);
+    load_tile<D>(Vs, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc, p.seqlen_k - j0);
     __syncthreads();
 
     // S = Q K^T for this warp's 16 rows and the tile's Bc keys: Bc / 8 accumulator tiles of 16 x 8.
@@ -78,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       for (int kc = 0; kc < D / 16; ++kc) {
         uint32_t kb[4];
         const int key = nt * 8 + lane % 8 + 8 * (lane / 16), d = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<4>(kb, Ks + key * (D + kPad) + d);
+        attn::ldmatrix<4>(kb, Ks + Tile<D>::offset(key, d, Bc));
         attn::mma_m16n8k16<T>(s[nt], q_frag[kc], {kb[0], kb[1]}, s[nt]);
         attn::mma_m16n8k16<T>(s[nt + 1], q_frag[kc], {kb[2], kb[3]}, s[nt + 1]);
       }
@@ -154,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       for (int kc = 0; kc < Bc / 16; ++kc) {
         uint32_t vb[4];
         const int key = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(vb, Vs + key * (D + kPad) + d);
+        attn::ldmatrix<4, true>(vb, Vs + Tile<D>::offset(key, d, Bc));
         attn::mma_m16n8k16<T>(o_acc[dt], p_frag[kc], {vb[0], vb[1]}, o_acc[dt]);
         attn::mma_m16n8k16<T>(o_acc[dt + 1], p_frag[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
         if constexpr (kDropout) {
@@ -187,7 +208,7 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   ctx.tile = {Br, Bc};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
-      const size_t smem = (Br + 2 * Bc) * (D + kPad) * sizeof(T);
+      const size_t smem = (Tile<D>::elements(Br) + 2 * Tile<D>::elements(Bc)) * sizeof(T);
       if (p.dropout > 0.0f)
         attn::launch(attention_kernel<T, D, true>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
       else
@@ -197,4 +218,4 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   });
 }
 
-}  // namespace step4::rung2::ATTN_BACKEND_NS
+}  // namespace step4::rung4::ATTN_BACKEND_NS

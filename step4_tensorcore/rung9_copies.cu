@@ -1,4 +1,4 @@
-// Step 4, rung 8: the copies' offsets computed once, and full tiles copied without a bounds check.
+// Step 4, rung 9: the copies' offsets computed once, and full tiles copied without a bounds check.
 //
 //   attention_kernel   Q tile in registers as mma A fragments; K and V tiles streamed through a
 //                      kStages-stage cp.async pipeline into swizzled shared memory; S = Q K^T
@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace step4::rung8::ATTN_BACKEND_NS {
+namespace step4::rung9::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
 
@@ -344,4 +344,4 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   });
 }
 
-}  // namespace step4::rung8::ATTN_BACKEND_NS
+}  // namespace step4::rung9::ATTN_BACKEND_NS

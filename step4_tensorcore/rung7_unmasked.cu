@@ -1,16 +1,18 @@
-// Step 4, rung 3: shared tiles swizzled instead of padded.
+// Step 4, rung 7: tiles that every row of the block sees in full skip the mask.
 //
-//   attention_kernel   Q tile in registers as mma A fragments; K and V tiles loaded into swizzled
-//                      shared memory; S = Q K^T and O += P V with mma.sync m16n8k16; the online
-//                      softmax on the accumulator fragments; P turned into A fragments in
-//                      registers.
+//   attention_kernel   Q tile in registers as mma A fragments; K and V tiles copied with cp.async
+//                      into swizzled shared memory, the next tile in flight while this one is
+//                      computed; S = Q K^T and O += P V with mma.sync m16n8k16; the online softmax
+//                      on the accumulator fragments; P turned into A fragments in registers.
 // A block owns Br = 64 query rows of one (batch, head): four warps, 16 rows each. Every warp
 // computes its own 16 x Bc slice of S per tile (Bc = 64), so the softmax needs only shuffles within
 // the four lanes that share a row (lane 4g .. 4g+3 hold rows g and g + 8).
 #include "common/ptx.h"
 #include "common/tiles.h"
 
-namespace step4::rung3::ATTN_BACKEND_NS {
+#include <type_traits>
+
+namespace step4::rung7::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
 
@@ -18,6 +20,7 @@ constexpr int kWarps = 4;
 constexpr int Br = 16 * kWarps;  // query rows per block: 16 per warp
 constexpr int Bc = 64;           // keys per K/V tile
 constexpr int kThreads = 32 * kWarps;
+constexpr int kStages = 2;  // K/V tiles in shared memory: one computed, the others in flight
 
 // Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
 // a block 128 bytes = 8 chunks of 16 bytes, with chunk c of row r stored at chunk c ^ (r % 8)
@@ -34,25 +37,26 @@ struct Tile {
   static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
 };
 
-// Copies rows [0, rows) of a [*, D] matrix at `src` into a swizzled tile, 16 bytes per load and
-// store, all threads of the block sharing the work. Rows at or past `valid_rows` are filled with
-// zeros, so a partial tile at the end of a sequence needs no special case later.
+// Starts copying rows [0, rows) of a [*, D] matrix at `src` into a swizzled tile, 16 bytes per
+// cp.async, all threads of the block sharing the work: the copies go from global to shared memory
+// without passing through registers, and the thread goes on at once. Rows at or past `valid_rows`
+// are zero-filled (a source size of 0 bytes), so a partial tile needs no special case later.
 template <int D, typename T>
-__device__ __forceinline__ void load_tile(T* tile, const T* src, int rows, int valid_rows) {
+__device__ __forceinline__ void copy_tile(T* tile, const T* src, int rows, int valid_rows) {
   for (int v = threadIdx.x; v < rows * (D / 8); v += kThreads) {
     const int r = v / (D / 8), d = v % (D / 8) * 8;
-    uint4 data = make_uint4(0, 0, 0, 0);
-    if (r < valid_rows) data = *reinterpret_cast<const uint4*>(src + r * D + d);
-    *reinterpret_cast<uint4*>(tile + Tile<D>::offset(r, d, rows)) = data;
+    const bool valid = r < valid_rows;
+    attn::cp_async_16(tile + Tile<D>::offset(r, d, rows), src + (valid ? r * D + d : 0),
+                      valid ? 16 : 0);
   }
 }
 
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionParams p) {
-  T* Qs = attn::shared_memory<T>();    // [Br][D], swizzled
-  T* Ks = Qs + Tile<D>::elements(Br);  // [Bc][D]
-  T* Vs = Ks + Tile<D>::elements(Bc);  // [Bc][D]
+  T* Qs = attn::shared_memory<T>();              // [Br][D], swizzled
+  T* Ks = Qs + Tile<D>::elements(Br);            // [kStages][Bc][D]
+  T* Vs = Ks + kStages * Tile<D>::elements(Bc);  // [kStages][Bc][D]
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int i0 = blockIdx.y * Br;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -60,16 +64,35 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 
   const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
   const int64_t kv_row0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
+  const T* k_head = static_cast<const T*>(p.k) + kv_row0 * D;
+  const T* v_head = static_cast<const T*>(p.v) + kv_row0 * D;
 
   // Keys each of this lane's two rows sees, and keys any row of the block sees (see step 3).
   int end[2];
   for (int half = 0; half < 2; ++half)
     end[half] = attn::row_keys_end(p, b, i0 + warp * 16 + g + 8 * half);
   const int block_end = attn::tile_keys_end(p, b, i0, Br);
+  const int n_tiles = (block_end + Bc - 1) / Bc;
+  // Tiles every row of the block sees in full need no mask: the block's first row sees the
+  // fewest keys (padding rows past the batch's query length see none, but they also skip the
+  // unmasked tiles' result: see the epilogue).
+  const int n_unmasked = min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
-  load_tile<D>(Qs, static_cast<const T*>(p.q) + q_row0 * D, Br, p.seqlen_q - i0);
-  __syncthreads();  // Q is in shared memory for every thread
+  // Prologue: Q in one cp.async group, the first kStages - 1 K/V tiles in one group each.
+  copy_tile<D>(Qs, static_cast<const T*>(p.q) + q_row0 * D, Br, p.seqlen_q - i0);
+  attn::cp_async_commit();
+  for (int n = 0; n < kStages - 1; ++n) {
+    if (n < n_tiles) {
+      copy_tile<D>(Ks + n * Tile<D>::elements(Bc), k_head + int64_t(n) * Bc * D, Bc,
+                   p.seqlen_k - n * Bc);
+      copy_tile<D>(Vs + n * Tile<D>::elements(Bc), v_head + int64_t(n) * Bc * D, Bc,
+                   p.seqlen_k - n * Bc);
+    }
+    attn::cp_async_commit();
+  }
+  attn::cp_async_wait<kStages - 1>();  // Q has landed (the K/V tiles may still be in flight) ...
+  __syncthreads();                     // ... for every thread
 
   // Q fragments: for each 16 columns, one ldmatrix.x4 of the four 8x8 quarters of the warp's 16
   // rows, in the order a0a1 (rows 0-7, cols 0-7), a2a3 (rows 8-15), a4a5 (cols 8-15), a6a7.
@@ -79,15 +102,37 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), d = kc * 16 + 8 * (j / 2);
     attn::ldmatrix<4>(q_frag[kc], Qs + Tile<D>::offset(r, d, Br));
   }
+  // A negative scale is folded into Q once (flip the sign bit of each 16-bit element), so that
+  // the softmax below only ever sees a positive scale (common/online_softmax.h).
+  if (p.scale < 0.0f)
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) q_frag[kc][r] ^= 0x80008000u;
+  const float c = online_softmax::scale_log2(p.scale);  // scale * log2(e)
 
   float o_acc[D / 8][4] = {};  // O accumulators: D / 8 tiles of 16 x 8
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
-  for (int j0 = 0; j0 < block_end; j0 += Bc) {
-    __syncthreads();  // the previous tile has been used by every thread
-    load_tile<D>(Ks, static_cast<const T*>(p.k) + (kv_row0 + j0) * D, Bc, p.seqlen_k - j0);
-    load_tile<D>(Vs, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc, p.seqlen_k - j0);
-    __syncthreads();
+  // One K/V tile. kMasked: some key of the tile may be invisible to some row (the last, partial
+  // tile; tiles on the causal diagonal); the other tiles skip the mask entirely.
+  auto tile = [&](int n, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
+    const int j0 = n * Bc;
+    // Start copying tile n + kStages - 1 into the stage tile n - 1 used, then wait for tile n.
+    // Only the tile at the end of the K/V buffer has missing rows to zero-fill.
+    if (n + kStages - 1 < n_tiles) {
+      const int next = j0 + (kStages - 1) * Bc;
+      T* k_next = Ks + (n + kStages - 1) % kStages * Tile<D>::elements(Bc);
+      T* v_next = Vs + (n + kStages - 1) % kStages * Tile<D>::elements(Bc);
+      copy_tile<D>(k_next, k_head + int64_t(next) * D, Bc, p.seqlen_k - next);
+      copy_tile<D>(v_next, v_head + int64_t(next) * D, Bc, p.seqlen_k - next);
+    }
+    attn::cp_async_commit();             // (an empty group when there is no next tile)
+    attn::cp_async_wait<kStages - 1>();  // all but the newest groups: this tile has landed ...
+    __syncthreads();                     // ... for every thread, not only for this one
+    const T* K = Ks + n % kStages * Tile<D>::elements(Bc);
+    const T* V = Vs + n % kStages * Tile<D>::elements(Bc);
 
     // S = Q K^T for this warp's 16 rows and the tile's Bc keys: Bc / 8 accumulator tiles of 16 x 8.
     // K is stored [key][d], which is exactly an mma B operand ("col"): a non-transposed
@@ -99,30 +144,33 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       for (int kc = 0; kc < D / 16; ++kc) {
         uint32_t kb[4];
         const int key = nt * 8 + lane % 8 + 8 * (lane / 16), d = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<4>(kb, Ks + Tile<D>::offset(key, d, Bc));
+        attn::ldmatrix<4>(kb, K + Tile<D>::offset(key, d, Bc));
         attn::mma_m16n8k16<T>(s[nt], q_frag[kc], {kb[0], kb[1]}, s[nt]);
         attn::mma_m16n8k16<T>(s[nt + 1], q_frag[kc], {kb[2], kb[3]}, s[nt + 1]);
       }
     }
 
-    // Scale, mask and row maxima. Element i of tile nt is row g + 8 * (i / 2), key
-    // j0 + 8 nt + 2t + i % 2.
-    float tile_max[2] = {-INFINITY, -INFINITY};
+    // Mask (masked tiles only) and row maxima of the unscaled scores. Element i of tile nt is
+    // row g + 8 * (i / 2), key j0 + 8 nt + 2t + i % 2.
+    float tile_max[2];
 #pragma unroll
     for (int nt = 0; nt < Bc / 8; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int j = j0 + nt * 8 + 2 * t + i % 2;
-        s[nt][i] = j < end[i / 2] ? p.scale * s[nt][i] : -INFINITY;
-        tile_max[i / 2] = fmaxf(tile_max[i / 2], s[nt][i]);
+        if constexpr (kMasked)
+          if (j0 + nt * 8 + 2 * t + i % 2 >= end[i / 2]) s[nt][i] = -INFINITY;
+        tile_max[i / 2] = nt == 0 && i % 2 == 0 ? s[nt][i] : fmaxf(tile_max[i / 2], s[nt][i]);
       }
 
-    // Online softmax on the fragments (common/online_softmax.h): the four lanes of a row combine
-    // their maxima and sums with two shuffles each.
-    float alpha[2], tile_sum[2] = {0.0f, 0.0f};
+    // Online softmax on the fragments, in base 2: the four lanes of a row combine their maxima
+    // with two shuffles; each lane keeps its own part of the row sum l (reduced once, at the end).
+    float alpha[2], neg_mc[2];
 #pragma unroll
-    for (int half = 0; half < 2; ++half)
-      alpha[half] = online_softmax::rescale_to(state[half], attn::row_max<4>(tile_max[half]));
+    for (int half = 0; half < 2; ++half) {
+      alpha[half] = online_softmax::rescale_to2<kMasked>(
+          state[half], attn::row_max<4>(tile_max[half]), c, attn::exp2_ftz);
+      neg_mc[half] = online_softmax::neg_scaled_max<kMasked>(state[half], c);
+    }
     uint32_t p_frag[Bc / 16][4];  // P as A fragments, 16 keys each
     // With dropout, what rounding P to 16 bits lost (see pack2_residual), multiplied by V too:
     // the kept probabilities are scaled by 1 / (1 - p) at the end (1000 at p = 0.999), and two
@@ -134,8 +182,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       float pr[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        pr[i] = online_softmax::prob(state[i / 2], s[nt][i]);
-        tile_sum[i / 2] += pr[i];  // the softmax normalises over every key, dropped or not
+        pr[i] = online_softmax::prob2(s[nt][i], c, neg_mc[i / 2], attn::exp2_ftz);
+        state[i / 2].l += pr[i];  // the softmax normalises over every key, dropped or not
       }
       if constexpr (kDropout) {
         // Dropped: 0; kept: 1. The 1 / (1 - p) of the kept ones is applied to O at the end, so
@@ -161,8 +209,6 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       }
     }
 #pragma unroll
-    for (int half = 0; half < 2; ++half) state[half].l += attn::row_sum<4>(tile_sum[half]);
-#pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
@@ -175,7 +221,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       for (int kc = 0; kc < Bc / 16; ++kc) {
         uint32_t vb[4];
         const int key = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(vb, Vs + Tile<D>::offset(key, d, Bc));
+        attn::ldmatrix<4, true>(vb, V + Tile<D>::offset(key, d, Bc));
         attn::mma_m16n8k16<T>(o_acc[dt], p_frag[kc], {vb[0], vb[1]}, o_acc[dt]);
         attn::mma_m16n8k16<T>(o_acc[dt + 1], p_frag[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
         if constexpr (kDropout) {
@@ -184,12 +230,22 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
         }
       }
     }
-  }
+    __syncthreads();  // every warp is done with this stage before it is loaded again
+  };
+  int n = 0;
+  for (; n < n_unmasked; ++n) tile(n, std::false_type{});
+  for (; n < n_tiles; ++n) tile(n, std::true_type{});
+  attn::cp_async_wait<0>();  // nothing may be in flight when the block exits
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
-  // writes two adjacent elements per tile. A row that sees no key has l = 0: O = 0, LSE = -inf.
+  // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
+  // once, instead of on every tile.
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
+    state[half].l = attn::row_sum<4>(state[half].l);
+    // A row that sees no key (above a causal diagonal, or padding past its batch's query length)
+    // may still have run through unmasked tiles: it writes O = 0 and LSE = -inf.
+    if (end[half] == 0) state[half] = online_softmax::init<float>();
     const int r = warp * 16 + g + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
     const float inv_l = online_softmax::inv_sum(state[half]) * (kDropout ? drop.scale : 1.0f);
@@ -198,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     for (int dt = 0; dt < D / 8; ++dt)
       *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
           attn::pack2<T>(o_acc[dt][2 * half] * inv_l, o_acc[dt][2 * half + 1] * inv_l);
-    if (t == 0) p.lse[q_row0 + r] = online_softmax::lse(state[half]);
+    if (t == 0) p.lse[q_row0 + r] = online_softmax::lse2(state[half], p.scale);
   }
 }
 
@@ -208,7 +264,7 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   ctx.tile = {Br, Bc};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
-      const size_t smem = (Tile<D>::elements(Br) + 2 * Tile<D>::elements(Bc)) * sizeof(T);
+      const size_t smem = (Tile<D>::elements(Br) + 2 * kStages * Tile<D>::elements(Bc)) * sizeof(T);
       if (p.dropout > 0.0f)
         attn::launch(attention_kernel<T, D, true>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
       else
@@ -218,4 +274,4 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   });
 }
 
-}  // namespace step4::rung3::ATTN_BACKEND_NS
+}  // namespace step4::rung7::ATTN_BACKEND_NS

@@ -1,4 +1,4 @@
-// Step 4, rung 5: the softmax in base 2 with the scale folded in, and the row sum reduced once.
+// Step 4, rung 6: the softmax in base 2 with the scale folded in, and the row sum reduced once.
 //
 //   attention_kernel   Q tile in registers as mma A fragments; K and V tiles copied with cp.async
 //                      into swizzled shared memory, the next tile in flight while this one is
@@ -10,7 +10,7 @@
 #include "common/ptx.h"
 #include "common/tiles.h"
 
-namespace step4::rung5::ATTN_BACKEND_NS {
+namespace step4::rung6::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
 
@@ -258,4 +258,4 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   });
 }
 
-}  // namespace step4::rung5::ATTN_BACKEND_NS
+}  // namespace step4::rung6::ATTN_BACKEND_NS

@@ -1,0 +1,211 @@
+// Step 4, rung 2: O += P V on tensor cores too, P read back from a 16-bit shared tile (ldmatrix).
+//
+//   attention_kernel   Q tile in registers as mma A fragments; K and V tiles loaded into padded
+//                      shared memory; S = Q K^T and O += P V with mma.sync m16n8k16; the online
+//                      softmax on the accumulator fragments; P through a 16-bit shared tile, read
+//                      back with ldmatrix; O in accumulator fragments.
+// A block owns Br = 64 query rows of one (batch, head): four warps, 16 rows each. Every warp
+// computes its own 16 x Bc slice of S per tile (Bc = 64), so the softmax needs only shuffles within
+// the four lanes that share a row (lane 4g .. 4g+3 hold rows g and g + 8).
+#include "common/ptx.h"
+#include "common/tiles.h"
+
+namespace step4::rung2::ATTN_BACKEND_NS {
+
+using attn::AttentionParams;
+
+constexpr int kWarps = 4;
+constexpr int Br = 16 * kWarps;  // query rows per block: 16 per warp
+constexpr int Bc = 64;           // keys per K/V tile
+constexpr int kThreads = 32 * kWarps;
+
+// Shared rows are D + 8 elements long (step 3's padding): ldmatrix reads 16 bytes from each of 8
+// consecutive rows, and rows 2 D + 16 bytes apart start in 8 different groups of 4 banks.
+constexpr int kPad = 8;
+
+// kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionParams p) {
+  T* Qs = attn::shared_memory<T>();  // [Br][D + kPad]
+  T* Ks = Qs + Br * (D + kPad);      // [Bc][D + kPad]
+  T* Vs = Ks + Bc * (D + kPad);      // [Bc][D + kPad]
+  T* Ps = Vs + Bc * (D + kPad);      // [Br][Bc + kPad]: P, each warp its own 16 rows
+  [[maybe_unused]] T* Ps_lo = Ps + Br * (Bc + kPad);  // with dropout: what rounding P lost
+  const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
+  const int i0 = blockIdx.y * Br;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;  // this lane holds rows g and g + 8 of its warp's 16
+
+  const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
+  const int64_t kv_row0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
+
+  // Keys each of this lane's two rows sees, and keys any row of the block sees (see step 3).
+  int end[2];
+  for (int half = 0; half < 2; ++half)
+    end[half] = attn::row_keys_end(p, b, i0 + warp * 16 + g + 8 * half);
+  const int block_end = attn::tile_keys_end(p, b, i0, Br);
+  const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
+
+  attn::load_rows_16B<D>(Qs, D + kPad, static_cast<const T*>(p.q) + q_row0 * D, Br,
+                         p.seqlen_q - i0);
+  __syncthreads();  // Q is in shared memory for every thread
+
+  // Q fragments: for each 16 columns, one ldmatrix.x4 of the four 8x8 quarters of the warp's 16
+  // rows, in the order a0a1 (rows 0-7, cols 0-7), a2a3 (rows 8-15), a4a5 (cols 8-15), a6a7.
+  uint32_t q_frag[D / 16][4];  // A fragments of this warp's 16 rows of Q, per 16 columns
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) {
+    const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), d = kc * 16 + 8 * (j / 2);
+    attn::ldmatrix<4>(q_frag[kc], Qs + r * (D + kPad) + d);
+  }
+
+  float o_acc[D / 8][4] = {};  // O accumulators: D / 8 tiles of 16 x 8
+  online_softmax::State<float> state[2] = {online_softmax::init<float>(),
+                                           online_softmax::init<float>()};
+  for (int j0 = 0; j0 < block_end; j0 += Bc) {
+    __syncthreads();  // the previous tile has been used by every thread
+    attn::load_rows_16B<D>(Ks, D + kPad, static_cast<const T*>(p.k) + (kv_row0 + j0) * D, Bc,
+                           p.seqlen_k - j0);
+    attn::load_rows_16B<D>(Vs, D + kPad, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc,
+                           p.seqlen_k - j0);
+    __syncthreads();
+
+    // S = Q K^T for this warp's 16 rows and the tile's Bc keys: Bc / 8 accumulator tiles of 16 x 8.
+    // K is stored [key][d], which is exactly an mma B operand ("col"): a non-transposed
+    // ldmatrix.x4 gives the B fragments of two key tiles for 16 columns of d.
+    float s[Bc / 8][4] = {};
+#pragma unroll
+    for (int nt = 0; nt < Bc / 8; nt += 2) {
+#pragma unroll
+      for (int kc = 0; kc < D / 16; ++kc) {
+        uint32_t kb[4];
+        const int key = nt * 8 + lane % 8 + 8 * (lane / 16), d = kc * 16 + 8 * (lane / 8 % 2);
+        attn::ldmatrix<4>(kb, Ks + key * (D + kPad) + d);
+        attn::mma_m16n8k16<T>(s[nt], q_frag[kc], {kb[0], kb[1]}, s[nt]);
+        attn::mma_m16n8k16<T>(s[nt + 1], q_frag[kc], {kb[2], kb[3]}, s[nt + 1]);
+      }
+    }
+
+    // Scale, mask and row maxima. Element i of tile nt is row g + 8 * (i / 2), key
+    // j0 + 8 nt + 2t + i % 2.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < Bc / 8; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int j = j0 + nt * 8 + 2 * t + i % 2;
+        s[nt][i] = j < end[i / 2] ? p.scale * s[nt][i] : -INFINITY;
+        tile_max[i / 2] = fmaxf(tile_max[i / 2], s[nt][i]);
+      }
+
+    // Online softmax on the fragments (common/online_softmax.h): the four lanes of a row combine
+    // their maxima and sums with two shuffles each.
+    float alpha[2], tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      alpha[half] = online_softmax::rescale_to(state[half], attn::row_max<4>(tile_max[half]));
+#pragma unroll
+    for (int nt = 0; nt < Bc / 8; ++nt) {
+      float pr[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        pr[i] = online_softmax::prob(state[i / 2], s[nt][i]);
+        tile_sum[i / 2] += pr[i];  // the softmax normalises over every key, dropped or not
+      }
+      if constexpr (kDropout) {
+        // Dropped: 0; kept: 1. The 1 / (1 - p) of the kept ones is applied to O at the end, so
+        // P stays in [0, 1]. Keys 2t and 2t + 1 of a row come from one Philox call.
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          bool keep0, keep1;
+          attn::dropout_keep_pair(drop, b, h, i0 + warp * 16 + g + 8 * half, j0 + nt * 8 + 2 * t,
+                                  keep0, keep1);
+          if (!keep0) pr[2 * half] = 0.0f;
+          if (!keep1) pr[2 * half + 1] = 0.0f;
+        }
+      }
+      // This lane's elements of S tile nt: rows g and g + 8, keys 2t and 2t + 1, two per store.
+      // With dropout, what rounding P to 16 bits lost (see pack2_residual) goes to Ps_lo and is
+      // multiplied by V too: the kept probabilities are scaled by 1 / (1 - p) at the end (1000 at
+      // p = 0.999), and two kept keys whose values have opposite signs cancel, so the rounding
+      // error of P alone would exceed the check.
+      const int at = (warp * 16 + g) * (Bc + kPad) + nt * 8 + 2 * t;
+      const uint32_t hi[2] = {attn::pack2<T>(pr[0], pr[1]), attn::pack2<T>(pr[2], pr[3])};
+      *reinterpret_cast<uint32_t*>(Ps + at) = hi[0];
+      *reinterpret_cast<uint32_t*>(Ps + at + 8 * (Bc + kPad)) = hi[1];
+      if constexpr (kDropout) {
+        *reinterpret_cast<uint32_t*>(Ps_lo + at) = attn::pack2_residual<T>(pr[0], pr[1], hi[0]);
+        *reinterpret_cast<uint32_t*>(Ps_lo + at + 8 * (Bc + kPad)) =
+            attn::pack2_residual<T>(pr[2], pr[3], hi[1]);
+      }
+    }
+    __syncwarp();  // the warp's 16 rows of P are written by its 32 lanes
+    // P as A fragments, 16 keys each, read back as Q was.
+    uint32_t p_frag[Bc / 16][4];
+    [[maybe_unused]] uint32_t p_lo[kDropout ? Bc / 16 : 1][4];
+#pragma unroll
+    for (int kc = 0; kc < Bc / 16; ++kc) {
+      const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), c = kc * 16 + 8 * (j / 2);
+      attn::ldmatrix<4>(p_frag[kc], Ps + r * (Bc + kPad) + c);
+      if constexpr (kDropout) attn::ldmatrix<4>(p_lo[kc], Ps_lo + r * (Bc + kPad) + c);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) state[half].l += attn::row_sum<4>(tile_sum[half]);
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+
+        // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
+        // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
+#pragma unroll
+    for (int dt = 0; dt < D / 8; dt += 2) {
+#pragma unroll
+      for (int kc = 0; kc < Bc / 16; ++kc) {
+        uint32_t vb[4];
+        const int key = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
+        attn::ldmatrix<4, true>(vb, Vs + key * (D + kPad) + d);
+        attn::mma_m16n8k16<T>(o_acc[dt], p_frag[kc], {vb[0], vb[1]}, o_acc[dt]);
+        attn::mma_m16n8k16<T>(o_acc[dt + 1], p_frag[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
+        if constexpr (kDropout) {
+          attn::mma_m16n8k16<T>(o_acc[dt], p_lo[kc], {vb[0], vb[1]}, o_acc[dt]);
+          attn::mma_m16n8k16<T>(o_acc[dt + 1], p_lo[kc], {vb[2], vb[3]}, o_acc[dt + 1]);
+        }
+      }
+    }
+  }
+
+  // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
+  // writes two adjacent elements per tile. A row that sees no key has l = 0: O = 0, LSE = -inf.
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = warp * 16 + g + 8 * half;
+    if (i0 + r >= p.seqlen_q) continue;
+    const float inv_l = online_softmax::inv_sum(state[half]) * (kDropout ? drop.scale : 1.0f);
+    T* o = static_cast<T*>(p.o) + (q_row0 + r) * D;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+      *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
+          attn::pack2<T>(o_acc[dt][2 * half] * inv_l, o_acc[dt][2 * half + 1] * inv_l);
+    if (t == 0) p.lse[q_row0 + r] = online_softmax::lse(state[half]);
+  }
+}
+
+void run(const AttentionParams& p, attn::RunContext& ctx) {
+  const unsigned bh = p.batch * p.heads;
+  const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
+  ctx.tile = {Br, Bc};
+  attn::dispatch_dtype(p.dtype, [&]<typename T>() {
+    attn::dispatch_head_dim(p.dim, [&]<int D>() {
+      const size_t smem =
+          ((Br + 2 * Bc) * (D + kPad) + (p.dropout > 0.0f ? 2 : 1) * Br * (Bc + kPad)) * sizeof(T);
+      if (p.dropout > 0.0f)
+        attn::launch(attention_kernel<T, D, true>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
+      else
+        attn::launch(attention_kernel<T, D, false>, {dim3(1, q_tiles, bh), dim3(kThreads), smem},
+                     p);
+    });
+  });
+}
+
+}  // namespace step4::rung2::ATTN_BACKEND_NS
