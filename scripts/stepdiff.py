@@ -6,6 +6,7 @@
     scripts/stepdiff.py 4.3 4.4                      # two rungs of step 4's ladder
     scripts/stepdiff.py 4 5 --html step4-5.html      # one self-contained HTML file
     scripts/stepdiff.py --list                       # every step and rung, in course order
+    scripts/stepdiff.py --sizes                      # each neighbouring diff's changed code lines
 
 A step is a number (0-5), `stepN`, or its directory name; step 5's kernels are `step5:sm80`
 (the default) and `step5:sm90a`. A step whose lesson is a ladder has rungs, `4.1` .. `4.11` (or
@@ -278,9 +279,9 @@ def main():
     parser.add_argument("--list", action="store_true",
                         help="every step and rung in course order, one per line")
     parser.add_argument("--sizes", action="store_true",
-                        help="the changed code lines of every neighbouring pair, as a Markdown table")
-    parser.add_argument("--write-sizes", metavar="FILE.md",
-                        help="write that table between FILE's <!-- diffsizes:begin/end --> markers")
+                        help="every neighbouring pair's changed code lines, as a Markdown table")
+    parser.add_argument("--write-sizes", metavar="MARKDOWN",
+                        help="write that table between the file's diffsizes markers")
     parser.add_argument("--ignore-comments", action="store_true")
     parser.add_argument("--ignore-space", action="store_true")
     parser.add_argument("--context", type=int, default=3, help="lines of context (default 3)")

@@ -19,7 +19,7 @@ class Fa2Budget(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             for args in (["--bogus"], ["--flash-attention", str(Path(tmp) / "none")],
                          ["--flash-attention", tmp, "--cutlass", tmp],
-                         ["--write", str(Path(tmp) / "none.md")]):
+                         ["--write", str(Path(tmp) / "absent.txt")]):
                 r = run(*args)
                 self.assertEqual(r.returncode, 2, (args, r.stderr))
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1, (args, r.stderr))

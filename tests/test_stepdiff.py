@@ -47,7 +47,7 @@ class StepDiff(unittest.TestCase):
         text = (ROOT / "docs" / "architecture.md").read_text()
         self.assertIn(stepdiff.sizes_table(), text, "run scripts/stepdiff.py --write-sizes "
                       "docs/architecture.md")
-        r = run("--write-sizes", str(ROOT / "no_such.md"))
+        r = run("--write-sizes", str(ROOT / "no_such.txt"))
         self.assertEqual(r.returncode, 2)
         self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
 
