@@ -76,6 +76,14 @@ function(attn_add_step name)
     file(CONFIGURE OUTPUT ${rung_source} CONTENT
          "// Generated: ${rung} compiled by the host compiler for the CPU SIMT backend.\n#include \"${CMAKE_CURRENT_SOURCE_DIR}/${rung}\"\n")
     list(APPEND cpu_source ${rung_source})
+    # With g++, the earlier rungs' CPU copies at -O1 (-findirect-inlining: the kernels pass
+    # always-inline functions such as attn::exp2_ftz as arguments): each compiles in a third of
+    # the time (a newcomer's first build waits on them: scripts/main.sh's first table) and runs
+    # the test matrix in about a second either way. The step's own kernel, the last rung, keeps
+    # the build's optimisation (scripts/cpu_speed.py times it), and the counted copies stay as
+    # they are.
+    set_source_files_properties(${rung_source} PROPERTIES COMPILE_OPTIONS
+                                "$<$<CXX_COMPILER_ID:GNU>:-O1;-findirect-inlining>")
   endforeach()
   add_library(${name}_cpu OBJECT ${cpu_source})
   target_link_libraries(${name}_cpu PRIVATE attn_kernel_deps attn_simt)
