@@ -3,6 +3,7 @@
 // the CPU backend: the rung's file is included as its CPU copy is, in a namespace of its own.
 #include "step4_tensorcore/rung4_swizzle.cu"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace {
@@ -15,13 +16,8 @@ constexpr int kChunks = 8;  // 16-byte chunks in a 128-byte row of a 64-column b
 template <typename Address>
 int wavefronts(int c, Address address) {
   int per_group[8] = {};
-  int most = 0;
-  for (int r = 0; r < kRows; ++r) {
-    const int group = address(r, c) / 16 % 8;
-    most = per_group[group] + 1 > most ? per_group[group] + 1 : most;
-    ++per_group[group];
-  }
-  return most;
+  for (int r = 0; r < kRows; ++r) ++per_group[address(r, c) / 16 % 8];
+  return *std::max_element(per_group, per_group + 8);
 }
 
 void swizzle_figure() {
