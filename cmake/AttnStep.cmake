@@ -18,7 +18,8 @@ function(attn_warnings target)
 endfunction()
 
 # attn_add_step(<name> KERNEL <kernel.cu> INFO <step.cpp> MAIN <main.cpp>
-#               [HOPPER_KERNEL <kernel_sm90a.cu>] [RUNGS <rung1.cu> ...])
+#               [HOPPER_KERNEL <kernel_sm90a.cu>] [RUNGS <rung1.cu> ...]
+#               [HOPPER_RUNGS <rung1.cu> ...])
 #
 # Compiles the kernel file twice:
 #   <name>_gpu: nvcc, for CMAKE_CUDA_ARCHITECTURES (namespace <step>::gpu); not in a CPU-only
@@ -31,8 +32,10 @@ endfunction()
 # 90a, and for that architecture alone. The INFO file sees ATTN_HAVE_SM90A (1 or 0).
 # RUNGS: the earlier rungs of a step whose lesson is a ladder (each a complete kernel file, in its
 # own namespace <step>::rungN); compiled as the kernel file is, into the same libraries.
+# HOPPER_RUNGS: the same for a ladder that leads to the HOPPER_KERNEL: their GPU copies are built
+# with it, for sm_90a alone.
 function(attn_add_step name)
-  cmake_parse_arguments(ARG "" "KERNEL;INFO;MAIN;HOPPER_KERNEL" "RUNGS" ${ARGN})
+  cmake_parse_arguments(ARG "" "KERNEL;INFO;MAIN;HOPPER_KERNEL" "RUNGS;HOPPER_RUNGS" ${ARGN})
   set(kernel ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_KERNEL})
   set(have_sm90a 0)
   if(ATTN_HAVE_GPU AND ARG_HOPPER_KERNEL AND "90a" IN_LIST CMAKE_CUDA_ARCHITECTURES)
@@ -52,7 +55,7 @@ function(attn_add_step name)
     set(gpu_objects $<TARGET_OBJECTS:${name}_gpu>)
   endif()
   if(have_sm90a)
-    add_library(${name}_sm90a_gpu OBJECT ${ARG_HOPPER_KERNEL})
+    add_library(${name}_sm90a_gpu OBJECT ${ARG_HOPPER_KERNEL} ${ARG_HOPPER_RUNGS})
     target_link_libraries(${name}_sm90a_gpu PRIVATE attn_kernel_deps)
     target_compile_options(${name}_sm90a_gpu PRIVATE --resource-usage)
     set_target_properties(${name}_sm90a_gpu PROPERTIES CUDA_ARCHITECTURES 90a
@@ -70,7 +73,7 @@ function(attn_add_step name)
          "// Generated: ${ARG_HOPPER_KERNEL} compiled by the host compiler for the CPU SIMT backend.\n#include \"${CMAKE_CURRENT_SOURCE_DIR}/${ARG_HOPPER_KERNEL}\"\n")
     list(APPEND cpu_source ${hopper_source})
   endif()
-  foreach(rung ${ARG_RUNGS})
+  foreach(rung ${ARG_RUNGS} ${ARG_HOPPER_RUNGS})
     get_filename_component(stem ${rung} NAME_WE)
     set(rung_source ${CMAKE_CURRENT_BINARY_DIR}/${name}_${stem}_cpu.cpp)
     file(CONFIGURE OUTPUT ${rung_source} CONTENT
@@ -112,7 +115,7 @@ function(attn_add_step name)
   # instrumented tests run it too. bin/counted/<name> links it; bin/<name> --counters runs that.
   if(ATTN_COUNTERS)
     set(counted_sources)
-    foreach(file ${ARG_KERNEL} ${ARG_HOPPER_KERNEL} ${ARG_RUNGS})
+    foreach(file ${ARG_KERNEL} ${ARG_HOPPER_KERNEL} ${ARG_RUNGS} ${ARG_HOPPER_RUNGS})
       get_filename_component(stem ${file} NAME_WE)
       set(counted_source ${CMAKE_CURRENT_BINARY_DIR}/${name}_${stem}_counted.cpp)
       file(CONFIGURE OUTPUT ${counted_source} CONTENT

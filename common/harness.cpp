@@ -264,8 +264,16 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
   }
   if (index == step.rungs.size())
     return invalid(step.name + ": --rung " + opt.rung + ": this step's rungs are " + known);
-  if (index + 1 == step.rungs.size()) return run_kernel(step, opt, "");  // the step's own kernel
   const StepInfo::Rung& r = step.rungs[index];
+  Options with_variant = opt;
+  if (!r.variant.empty()) {
+    if (!opt.variant.empty() && opt.variant != r.variant)
+      return invalid(step.name + ": --rung " + opt.rung + ": a rung of the " + r.variant +
+                     " variant, not of --variant " + opt.variant);
+    with_variant.variant = r.variant;
+  }
+  if (index + 1 == step.rungs.size())
+    return run_kernel(step, with_variant, "");  // the step's own kernel
   if (!opt.config.empty())
     return invalid(step.name + ": --config " + opt.config + ": rung " + r.name +
                    " has one tile configuration (the last rung has the others)");
@@ -275,7 +283,7 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
   rung.counted = r.counted;
   rung.configs = {};
   rung.tuned_table = {};
-  return run_kernel(rung, opt, "[" + r.name + "]");
+  return run_kernel(rung, with_variant, "[" + r.name + "]");
 }
 
 namespace {
@@ -346,7 +354,8 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
   std::unique_ptr<Progress> progress;
   if (!on_gpu && opt.show_progress) progress = std::make_unique<Progress>(step.name);
 
-  // The variant is part of the step's name in the result line and the CSV: "step5_x[sm80]".
+  // The variant is part of the step's name in the result line and the CSV: "step5_x[sm80]"; an
+  // earlier rung's name stands for its variant too: "step5_x[tma]".
   std::string variant = opt.variant;
   if (variant.empty() && !variants.empty())
     variant = step.default_variant ? step.default_variant(*be) : variants.front();
@@ -355,7 +364,7 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       return invalid(step.name + ": " + why);
 
   ResultRow& row = out.row;
-  row.step = step.name + (variant.empty() ? "" : "[" + variant + "]") + rung;
+  row.step = step.name + (variant.empty() || !rung.empty() ? "" : "[" + variant + "]") + rung;
   row.problem = p;
   row.iters = iters;
   row.commit = build_commit();

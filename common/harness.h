@@ -87,6 +87,9 @@ struct StepInfo {
     StepFn cpu;
     StepFn gpu = nullptr;
     StepFn counted = nullptr;
+    // The variant the rung's kernel is a step towards (step 5's ladder leads to sm90a): --rung
+    // runs that variant, and refuses another --variant. Empty: the step has no variants.
+    std::string variant = {};
   };
   std::vector<Rung> rungs = {};
 };

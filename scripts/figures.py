@@ -16,16 +16,18 @@ import sys
 from markers import refuse, replaced, rewrite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# (chapter, marker name, program in the build's bin/)
-FIGURES = [("step4_tensorcore/README.md", "swizzle-figure", "step4_layout_figures")]
+# (chapter, marker name, program in the build's bin/ and its argument)
+FIGURES = [("step4_tensorcore/README.md", "swizzle-figure", ["step4_layout_figures", "swizzle"]),
+           ("step4_tensorcore/README.md", "sweep-figure", ["step4_layout_figures", "sweep"])]
 
 
-def draw(build, program):
+def draw(build, command):
+    program, *args = command
     path = os.path.join(build, "bin", program)
     if not os.access(path, os.X_OK):
         refuse(f"figures: {path} not found: build it first (cmake --build {build} --target "
                f"{program})")
-    r = subprocess.run([path], capture_output=True, text=True)
+    r = subprocess.run([path, *args], capture_output=True, text=True)
     if r.returncode != 0:
         refuse(f"figures: {program} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
     return r.stdout.rstrip("\n")

@@ -1,7 +1,11 @@
 """The steps whose lesson is a ladder of rungs, for the scripts: each rung's name (as --rung takes
 it) and kernel file, in course order. The last rung is the step's own kernel, which runs under the
 step's name; an earlier one runs as "<step>[<rung>]". The step executables hold the same list
-(StepInfo::rungs in the step's step.cpp); tests/test_stepdiff.py checks that they agree."""
+(StepInfo::rungs in the step's step.cpp); tests/test_stepdiff.py checks that they agree.
+
+Step 5's ladder leads from its sm80 kernel (attention.cu, the step's first variant) to its sm90a
+kernel: its rungs come after the sm80 kernel in the course, and its last rung runs as the sm90a
+variant, "step5_warpspecialized[sm90a]"."""
 
 LADDERS = {
     "step2_tiled": [("tiles", "rung1_tiles.cu"), ("warps", "rung2_warps.cu"),
@@ -12,13 +16,21 @@ LADDERS = {
                          ("unmasked", "rung7_unmasked.cu"), ("immediates", "rung8_immediates.cu"),
                          ("copies", "rung9_copies.cu"), ("keepbits", "rung10_keepbits.cu"),
                          ("configs", "attention.cu")],
+    "step5_warpspecialized": [("tma", "rung1_tma.cu"), ("wgmma", "rung2_wgmma.cu"),
+                              ("warpgroups", "rung3_warpgroups.cu"),
+                              ("pingpong", "rung4_pingpong.cu"), ("overlap", "rung5_overlap.cu"),
+                              ("budget", "attention_sm90a.cu")],
 }
+# The variant a ladder leads to (its last rung), for the steps whose ladder starts from another.
+VARIANT = {"step5_warpspecialized": "sm90a"}
 
 
 def run_name(step, rung):
     """The name a rung's result rows carry: the step's for its last rung, "<step>[<rung>]"."""
     names = [r for r, _ in LADDERS[step]]
-    return step if rung == names[-1] else f"{step}[{rung}]"
+    if rung != names[-1]:
+        return f"{step}[{rung}]"
+    return f"{step}[{VARIANT[step]}]" if step in VARIANT else step
 
 
 def label(step, index):

@@ -11,12 +11,13 @@
 A step is a number (0-5), `stepN`, or its directory name; step 5's kernels are `step5:sm80`
 (the default) and `step5:sm90a`. A step whose lesson is a ladder has rungs, `4.1` .. `4.11` (or
 by name, `4.swizzle`): each a complete kernel, one idea more than the rung before; the last
-rung is the step's own kernel (`4` = `4.11`). What is compared is each kernel's source file.
+rung is the step's own kernel (`4` = `4.11`). Step 5's ladder leads from its sm80 kernel to its
+sm90a one: `5`, `5.1` .. `5.5`, then `5:sm90a` (= `5.6`). What is compared is each kernel's
+source file.
 Step 0 has no kernel: its streaming loop (step0_reference/streaming.cpp, the online softmax in
 plain C++) stands in for it, and the output says so. --list prints every step and rung in
 course order, one per line (label, file, the kernel's first comment line), as this script
-accepts them; each line's neighbour in the course is the line before it, except a step's other
-variant (`5:sm90a`), whose neighbour is the step before (`4`).
+accepts them; each line's neighbour in the course is the line before it.
 
 --ignore-comments drops // and /* */ comments (a line that held only a comment disappears), so
 that only code changes remain; --ignore-space compares lines with runs of blanks collapsed.
@@ -35,7 +36,7 @@ import re
 import sys
 from pathlib import Path
 
-from ladders import LADDERS
+from ladders import LADDERS, VARIANT as LADDER_VARIANT
 import markers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,11 +53,19 @@ def course():
     """[(label, previous label or None, step, variant or rung, path)] in course order."""
     out, last = [], None
     for n, step in enumerate(STEPS):
+        variants = list(KERNELS[step].items())
+        first = f"{n}"
+        if step in LADDER_VARIANT:  # the first variant, then the ladder to the other
+            out.append((first, last, step, variants[0][0], ROOT / step / variants[0][1]))
+            last = first
         for i, (rung, file) in enumerate(RUNGS.get(step, [])[:-1]):
             out.append((f"{n}.{i + 1}", last, step, rung, ROOT / step / file))
             last = out[-1][0]
-        variants = list(KERNELS[step].items())
-        first = f"{n}"
+        if step in LADDER_VARIANT:
+            variant = LADDER_VARIANT[step]
+            out.append((f"{n}:{variant}", last, step, variant, ROOT / step / KERNELS[step][variant]))
+            last = first
+            continue
         out.append((first, last, step, variants[0][0], ROOT / step / variants[0][1]))
         for variant, file in variants[1:]:
             out.append((f"{n}:{variant}", last, step, variant, ROOT / step / file))

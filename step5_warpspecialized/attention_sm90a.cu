@@ -8,22 +8,23 @@
 //                            softmax on the accumulator fragments, O += P V with wgmma taking P
 //                            from registers, and an arrival on the slot's "empty" mbarrier.
 //
-// What changes from the sm_80 variant (attention.cu), one idea each:
-// - TMA instead of cp.async: one thread copies a whole box (64 columns x Bc rows) described by a
-//   tensor map built on the host; the hardware swizzles it (128-byte pattern) and zero-fills rows
-//   past the end of the tensor. The slot's mbarrier completes when its expected bytes have landed.
-// - wgmma instead of mma.sync: a warpgroup multiplies 64 rows at once, asynchronously; operands
-//   come from shared memory through 64-bit descriptors (no ldmatrix), the accumulators stay in
-//   registers in mma.sync's C layout, and wgmma.wait_group says when they may be read.
-// - setmaxnreg: the producer needs few registers, the consumers many. The kernel starts at 168
-//   per thread (65536 / 384); the producer gives back down to 40 and the consumers take 232.
-// - Ping-pong: the two consumer warpgroups take turns issuing their GEMMs (named barriers 1, 2),
-//   so that one warpgroup's softmax runs while the other's wgmmas occupy the tensor cores.
-// - Intra-warpgroup overlap: tile n's S = Q K^T is issued together with tile n-1's O += P V, and
-//   tile n's softmax starts as soon as S is done, while P V still runs.
-// - Fewer instructions per score (the chapter's "Instruction budget"): wide tiles (Bc = 192 keys
-//   at D = 64, 128 above) and the row sums l = P 1 as a wgmma with a matrix of ones, instead of
-//   an add per score.
+// What changes from the sm_80 variant (attention.cu), one idea each, one rung each (rung1_tma.cu
+// .. rung5_overlap.cu, then this file; the chapter has a section per rung):
+// - 5.1, TMA instead of cp.async: one thread copies a whole box (64 columns x Bc rows) described
+//   by a tensor map built on the host; the hardware swizzles it (128-byte pattern) and zero-fills
+//   rows past the end of the tensor. The slot's mbarrier completes when its bytes have landed.
+// - 5.2, wgmma instead of mma.sync: a warpgroup multiplies 64 rows at once, asynchronously;
+//   operands come from shared memory through 64-bit descriptors (no ldmatrix), the accumulators
+//   stay in registers in mma.sync's C layout, and wgmma.wait_group says when they may be read.
+// - 5.3, two consumer warpgroups and setmaxnreg: the producer needs few registers, the consumers
+//   many. The kernel starts at 168 per thread (65536 / 384); the producer gives back down to 40
+//   and the consumers take 232.
+// - 5.4, ping-pong: the two consumer warpgroups take turns issuing their GEMMs (named barriers 1,
+//   2), so that one warpgroup's softmax runs while the other's wgmmas occupy the tensor cores.
+// - 5.5, intra-warpgroup overlap: tile n's S = Q K^T is issued together with tile n-1's
+//   O += P V, and tile n's softmax starts as soon as S is done, while P V still runs.
+// - 5.6, fewer instructions per score (the budget): wide tiles (Bc = 192 keys at D = 64, 128
+//   above) and the row sums l = P 1 as a wgmma with a matrix of ones, instead of an add per score.
 //
 //   ring item:  0 (K0 V0)   1 (K1 V1)   2 (K2 V2)   3 (K3 V3) ...   Q has its own mbarrier.
 //   slot:       0           1           2           0         ...   item % kStages
@@ -32,25 +33,16 @@
 // Shared tiles are [rows][64] blocks of 16-bit elements, 128 bytes per row, in TMA's 128-byte
 // swizzle (16-byte chunk c of row r at chunk c ^ (r % 8), the layout sm_80's kernel builds by
 // hand). Head dims past 64 use a second block, zero-filled past D by TMA.
-#include "common/ptx.h"
-#include "common/tensor_map.h"
+#include "common/hopper.h"
 #include "common/tiles.h"
 
 #include <type_traits>
-
-// The kernel exists for sm_90a (and the CPU backend, which emulates it); an nvcc pass for any other
-// architecture compiles an empty body (this file is only built for 90a, see cmake/AttnStep.cmake).
-#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define STEP5_HOPPER_BODY 1
-#else
-#define STEP5_HOPPER_BODY 0
-#endif
 
 namespace step5::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
 
-namespace sm90a {
+namespace sm90a {  // apart from the sm_80 kernel's names (attention.cu), in the same namespace
 
 constexpr int kConsumerGroups = 2;                      // warpgroups 1 and 2
 constexpr int kThreads = 128 * (1 + kConsumerGroups);   // the producer is warpgroup 0
@@ -64,6 +56,16 @@ static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <=
                   65536 / kThreads / 8 * 8 * kThreads,
               "setmaxnreg: the roles' registers must fit the block's pool");
 
+// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
+// a block 128 bytes = 8 chunks of 16 bytes, chunk c of row r at chunk c ^ (r % 8): TMA's
+// 128-byte swizzle, which the wgmma descriptors below name. Head dims that are not a multiple of
+// 64 (80, 96) use a second, partly filled block of 64 columns.
+template <int D>
+struct Tile {
+  static constexpr int kBlocks = (D + 63) / 64;
+  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
+};
+
 // Keys per tile. The softmax costs the same instructions per score whatever Bc is, but each tile
 // also pays for rescaling O (D / 2 FMULs per thread), the row maxima's shuffles, the barriers and
 // the descriptors: a wide tile spreads those over more tensor work. 192 x 64 and 128 x 128 fill
@@ -73,36 +75,23 @@ template <int D, bool kDropout>
 constexpr int kKeysPerTile = kDropout  ? 64
                              : D <= 64 ? 192
                                        : 128;
-
-template <int D, int Bc>
-struct Smem {
-  static constexpr int kBlocks = (D + 63) / 64;    // 64-column blocks of a tile
-  static constexpr int kQ = kBlocks * Br * 64;     // elements of Q
-  static constexpr int kTile = kBlocks * Bc * 64;  // elements of one K or V tile
-  static constexpr int kSlot = 2 * kTile;          // a ring slot: K, then V
-  static constexpr int kOnes = 16 * 8;             // the 16 x 8 matrix of ones (row sums)
-  static constexpr int kElements = kQ + kStages * kSlot + kOnes;  // then the mbarriers
-  static constexpr uint32_t kQBytes = kQ * 2, kSlotBytes = kSlot * 2;
-};
+constexpr int kOnes = 16 * 8;  // the 16 x 8 matrix of ones (row sums), after the ring
 
 }  // namespace sm90a
 
-// map_q: Q as [B * H][Sq][D]; map_k, map_v: K and V as [B * Hkv][Sk][D] (dimension 0 innermost,
-// boxes of 64 columns x Br or Bc rows, 128-byte swizzle).
+// kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(sm90a::kThreads, 1)
     attention_kernel_sm90a(const AttentionParams p, const __grid_constant__ attn::TensorMap map_q,
                            const __grid_constant__ attn::TensorMap map_k,
                            const __grid_constant__ attn::TensorMap map_v) {
-#if STEP5_HOPPER_BODY
+#if ATTN_SM90A_BODY
   using namespace sm90a;
   constexpr int Bc = kKeysPerTile<D, kDropout>;
-  using S = Smem<D, Bc>;
-  // [kBlocks][Br][64], then the ring: [kStages][K, V], then ones: [8][16] (n-major, K-major B)
-  T* q_smem = attn::shared_memory<T>();
-  T* ring = q_smem + S::kQ;
-  T* ones = ring + kStages * S::kSlot;
-  uint64_t* full = reinterpret_cast<uint64_t*>(q_smem + S::kElements);
+  T* q_smem = attn::shared_memory<T>();                  // [Br][D], swizzled, then the ring:
+  T* ring = q_smem + Tile<D>::elements(Br);              // [kStages][K, V][Bc][D], then the ones:
+  T* ones = ring + kStages * 2 * Tile<D>::elements(Bc);  // [8][16] (n-major: a K-major B)
+  uint64_t* full = reinterpret_cast<uint64_t*>(ones + kOnes);
   uint64_t* empty = full + kStages;  // full[s]: slot s has landed; empty[s]: slot s was read
   uint64_t* q_full = empty + kStages;
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
@@ -111,8 +100,23 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   // shuffle's result), so that the descriptors derived from it live in uniform registers.
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;  // this lane holds rows g and g + 8 of its warp's 16
+  const int group = warpgroup - 1;       // consumer warpgroup 0 or 1: rows 64 group .. + 63
+  const int row0 = 64 * group + 16 * (warp % 4) + g;  // this lane's rows: row0, row0 + 8
+
+  const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
+
+  // Keys each of this lane's two rows sees, and keys any row of the block sees (see step 3).
+  int end[2];
+  for (int half = 0; half < 2; ++half) end[half] = attn::row_keys_end(p, b, i0 + row0 + 8 * half);
   const int block_end = attn::tile_keys_end(p, b, i0, Br);
   const int n_tiles = (block_end + Bc - 1) / Bc;
+  // Tiles every row of the block sees in full need no mask: the block's first row sees the
+  // fewest keys (padding rows past the batch's query length see none, but they also skip the
+  // unmasked tiles' result: see the epilogue).
+  const int n_unmasked = min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);
+  const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
+  constexpr uint32_t kSlotBytes = 2 * Tile<D>::elements(Bc) * sizeof(T);  // K and V
 
   if (threadIdx.x == 0) {
     attn::mbarrier_init(q_full, 1);
@@ -127,7 +131,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   if (!kDropout) {
     // The ones that P 1 (the row sums) multiplies, written once by ordinary stores, which the
     // async proxy (wgmma) sees only after the fence and the barrier below.
-    if (threadIdx.x < S::kOnes / 8) {
+    if (threadIdx.x < kOnes / 8) {
       const uint32_t one2 = attn::pack2<T>(1.0f, 1.0f);
       reinterpret_cast<uint4*>(ones)[threadIdx.x] = make_uint4(one2, one2, one2, one2);
       attn::fence_proxy_async_shared();  // the ones
@@ -139,18 +143,18 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     attn::setmaxnreg_dec<kProducerRegs>();
     if (warp == 0 && attn::elect_one()) {
       const int kv_bh = b * p.heads_kv + attn::kv_head(p, h);
-      attn::mbarrier_arrive_expect_tx(q_full, S::kQBytes);
-      for (int blk = 0; blk < S::kBlocks; ++blk)
+      attn::mbarrier_arrive_expect_tx(q_full, Tile<D>::elements(Br) * sizeof(T));
+      for (int blk = 0; blk < Tile<D>::kBlocks; ++blk)
         attn::tma_load_3d(q_smem + blk * Br * 64, &map_q, q_full, 64 * blk, i0, blockIdx.z);
       for (int n = 0; n < n_tiles; ++n) {
         const int s = n % kStages;
         attn::mbarrier_wait_parity(&empty[s], (n / kStages % 2) ^ 1);  // the slot was read
-        attn::mbarrier_arrive_expect_tx(&full[s], S::kSlotBytes);
-        T* k_slot = ring + s * S::kSlot;
-        for (int blk = 0; blk < S::kBlocks; ++blk) {
+        T* k_slot = ring + s * 2 * Tile<D>::elements(Bc);
+        T* v_slot = k_slot + Tile<D>::elements(Bc);
+        attn::mbarrier_arrive_expect_tx(&full[s], kSlotBytes);
+        for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
           attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, n * Bc, kv_bh);
-          attn::tma_load_3d(k_slot + S::kTile + blk * Bc * 64, &map_v, &full[s], 64 * blk, n * Bc,
-                            kv_bh);
+          attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, n * Bc, kv_bh);
         }
       }
     }
@@ -158,23 +162,13 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   }
 
   attn::setmaxnreg_inc<kConsumerRegs>();
-  const int group = warpgroup - 1;  // consumer warpgroup 0 or 1: rows 64 group .. 64 group + 63
-  const int w = warp % 4;           // this warp's 16 rows of them, as in mma.sync's layout
-  const int g = lane / 4, t = lane % 4;
-  const int row0 = 64 * group + 16 * w + g;  // this lane's rows in the block: row0, row0 + 8
-  const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
-  int end[2];
-  for (int half = 0; half < 2; ++half) end[half] = attn::row_keys_end(p, b, i0 + row0 + 8 * half);
-  const int n_unmasked = attn::row_keys_end(p, b, i0) / Bc;
-  const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
-
   attn::mbarrier_wait_parity(q_full, 0);  // Q has landed
   T* q_group = q_smem + group * 64 * 64;  // this warpgroup's 64 rows, in each 64-column block
   if (p.scale < 0.0f) {
     // A negative scale is folded into Q (sign bits flipped, see step 4), here in shared memory,
     // which wgmma reads through the async proxy: the generic stores must be fenced, and every
     // warp of the warpgroup must have fenced its stores before any of them issues a wgmma.
-    for (int blk = 0; blk < S::kBlocks; ++blk) {
+    for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
       uint4* q4 = reinterpret_cast<uint4*>(q_group + blk * Br * 64);
       for (int x = threadIdx.x % 128; x < 64 * 64 * 2 / 16; x += 128) {
         uint4 v = q4[x];
@@ -185,7 +179,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     attn::fence_proxy_async_shared();  // Q's sign
     attn::named_barrier_sync(kGroupBarrier + group, 128);
   }
-  const float c = online_softmax::scale_log2(p.scale);  // |scale| * log2(e)
+  const float c = online_softmax::scale_log2(p.scale);  // scale * log2(e)
 
   // Descriptors (attn::make_wgmma_desc): K-major A (Q) and B (K) in 128-byte swizzle, 8-row groups
   // 1024 bytes apart; k-block kb (16 columns) starts 32 bytes further within a 64-column block.
@@ -194,7 +188,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   const uint64_t q_desc = attn::make_wgmma_desc(q_group, 16, 1024, attn::WgmmaSwizzle::b128);
   const uint64_t k_desc = attn::make_wgmma_desc(ring, 16, 1024, attn::WgmmaSwizzle::b128);
   const uint64_t v_desc =
-      attn::make_wgmma_desc(ring + S::kTile, Bc * 128, 1024, attn::WgmmaSwizzle::b128);
+      attn::make_wgmma_desc(ring + Tile<D>::elements(Bc), Bc * 128, 1024, attn::WgmmaSwizzle::b128);
   // The ones: B of P 1 (16 keys x 8), K-major without swizzle: two core matrices of 8 rows (n) x
   // 8 keys, the second 128 bytes after the first (the leading byte offset; the stride byte
   // offset would step to a second group of 8 rows, which N = 8 does not have, so it is 128 too).
@@ -232,7 +226,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   // S = Q K^T of the tile in slot s: D / 16 wgmmas of 64 x Bc x 16, one group. The slot's
   // descriptor is computed once; each k-block adds a constant to it.
   auto issue_s = [&](int s) {
-    const uint64_t k_slot = attn::wgmma_desc_plus(k_desc, s * S::kSlotBytes);
+    const uint64_t k_slot = attn::wgmma_desc_plus(k_desc, s * kSlotBytes);
 #pragma unroll
     for (int kb = 0; kb < D / 16; ++kb) {
       const uint32_t col = (kb % 4) * 32;  // bytes: 16 columns within a 64-column block
@@ -244,7 +238,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   // O += P V of the tile in slot s: Bc / 16 wgmmas of 64 x D x 16 with P from registers (and
   // l += P 1 beside each).
   auto issue_pv = [&](int s) {
-    const uint64_t v_slot = attn::wgmma_desc_plus(v_desc, s * S::kSlotBytes);
+    const uint64_t v_slot = attn::wgmma_desc_plus(v_desc, s * kSlotBytes);
 #pragma unroll
     for (int kc = 0; kc < Bc / 16; ++kc) {
       const uint64_t vd = attn::wgmma_desc_plus(v_slot, kc * 16 * 128);
@@ -373,10 +367,14 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     attn::mbarrier_arrive(&empty[slot]);  // ... before its slot is released
   }
 
-  // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators.
+  // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
+  // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
+  // once, instead of on every tile.
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     state[half].l = kDropout ? attn::row_sum<4>(state[half].l) : l_acc[2 * half];
+    // A row that sees no key (above a causal diagonal, or padding past its batch's query length)
+    // may still have run through unmasked tiles: it writes O = 0 and LSE = -inf.
     if (end[half] == 0) state[half] = online_softmax::init<float>();
     const int r = row0 + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
@@ -393,27 +391,6 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
 #endif
 }
 
-// The tensor map of a [outer][rows][D] tensor of 16-bit elements, in boxes of 64 columns x
-// box_rows rows, 128-byte swizzle.
-template <typename T>
-attn::TensorMap tensor_map(const void* base, int outer, int rows, int D, int box_rows) {
-  attn::TensorMapSpec s;
-  s.dtype = std::is_same_v<T, __half> ? attn::TmaDtype::f16 : attn::TmaDtype::bf16;
-  s.rank = 3;
-  s.global = base;
-  s.dims[0] = uint64_t(D), s.dims[1] = uint64_t(rows), s.dims[2] = uint64_t(outer);
-  s.strides[1] = uint64_t(D) * 2, s.strides[2] = uint64_t(rows) * D * 2;
-  s.box[0] = 64, s.box[1] = uint32_t(box_rows), s.box[2] = 1;
-  s.swizzle = simt::TmaSwizzle::b128;
-#if defined(__CUDACC__)
-  attn::TensorMap map;
-  attn::encode_tensor_map_gpu(&map, s);
-  return map;
-#else
-  return attn::encode_tensor_map_cpu(s);
-#endif
-}
-
 void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
   using namespace sm90a;
   const unsigned bh = p.batch * p.heads;
@@ -423,11 +400,15 @@ void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
       auto run = [&]<bool kDropout>() {
         constexpr int Bc = kKeysPerTile<D, kDropout>;
         ctx.tile = {Br, Bc};
-        const attn::TensorMap mq = tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br);
-        const attn::TensorMap mk = tensor_map<T>(p.k, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
-        const attn::TensorMap mv = tensor_map<T>(p.v, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
+        const attn::TensorMap mq =
+            attn::head_tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br);
+        const attn::TensorMap mk =
+            attn::head_tensor_map<T>(p.k, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
+        const attn::TensorMap mv =
+            attn::head_tensor_map<T>(p.v, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
         const size_t smem =
-            Smem<D, Bc>::kElements * sizeof(T) + (2 * kStages + 1) * sizeof(uint64_t);
+            (Tile<D>::elements(Br) + kStages * 2 * Tile<D>::elements(Bc) + kOnes) * sizeof(T) +
+            (2 * kStages + 1) * sizeof(uint64_t);
         attn::launch(attention_kernel_sm90a<T, D, kDropout>,
                      {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p, mq, mk, mv);
       };

@@ -16,6 +16,39 @@ ATTN_COUNTED_DECL void run(const attn::AttentionParams& p, attn::RunContext& ctx
 ATTN_COUNTED_DECL void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }  // namespace counted
 
+// The ladder from the sm_80 kernel to the Hopper one (README.md, one section per rung).
+namespace rung1 {
+ATTN_KERNEL_ENTRIES
+}
+namespace rung2 {
+ATTN_KERNEL_ENTRIES
+}
+namespace rung3 {
+ATTN_KERNEL_ENTRIES
+}
+namespace rung4 {
+ATTN_KERNEL_ENTRIES
+}
+namespace rung5 {
+ATTN_KERNEL_ENTRIES
+}
+
+// A rung of the sm90a ladder: its GPU copy exists where the build holds sm_90a code (elsewhere
+// --rung is refused before it runs, as --variant sm90a is: unavailable() below).
+#if ATTN_HAVE_SM90A
+#define STEP5_RUNG(NAME, IDEA, NS)                                                             \
+  {                                                                                            \
+    NAME, IDEA, &NS::cpu::run, ATTN_GPU_RUN(NS::gpu::run), ATTN_COUNTED_RUN(NS::counted::run), \
+        "sm90a"                                                                                \
+  }
+#else
+#define STEP5_RUNG(NAME, IDEA, NS)                                  \
+  {                                                                 \
+    NAME, IDEA, &NS::cpu::run, ATTN_GPU_RUN(::attn::gpu_not_built), \
+        ATTN_COUNTED_RUN(NS::counted::run), "sm90a"                 \
+  }
+#endif
+
 namespace {
 // Two kernels: the sm_80 producer/consumer kernel (attention.cu), which runs on every GPU from
 // sm_80 on, and the Hopper one (attention_sm90a.cu). The CPU backend runs either.
@@ -70,13 +103,25 @@ std::string unavailable(attn::Backend& backend, const std::string& variant) {
 
 // The kernels are instantiated for these head dims only (attn::dispatch_head_dim).
 attn::StepInfo info() {
-  return {.name = "step5_warpspecialized",
-          .cpu = &run_cpu,
-          .gpu = ATTN_GPU_RUN(run_gpu),
-          .counted = ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr,
-          .head_dims = {64, 80, 96, 128},
-          .variants = {"sm80", "sm90a"},
-          .default_variant = &default_variant,
-          .variant_unavailable = &unavailable};
+  return {
+      .name = "step5_warpspecialized",
+      .cpu = &run_cpu,
+      .gpu = ATTN_GPU_RUN(run_gpu),
+      .counted = ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr,
+      .head_dims = {64, 80, 96, 128},
+      .variants = {"sm80", "sm90a"},
+      .default_variant = &default_variant,
+      .variant_unavailable = &unavailable,
+      .rungs = {
+          STEP5_RUNG("tma", "the producer's copies by TMA, one thread per tile", rung1),
+          STEP5_RUNG("wgmma", "the consumer warps a warpgroup that multiplies with wgmma", rung2),
+          STEP5_RUNG("warpgroups",
+                     "two consumer warpgroups share each tile; setmaxnreg moves registers", rung3),
+          STEP5_RUNG("pingpong", "the consumer warpgroups take turns issuing S = Q K^T", rung4),
+          STEP5_RUNG("overlap", "S of tile n issued with P V of tile n - 1, the softmax beside it",
+                     rung5),
+          {"budget", "wide key tiles, and the row sums as a wgmma with a matrix of ones", &run_cpu,
+           ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr, "sm90a"},
+      }};
 }
 }  // namespace step5

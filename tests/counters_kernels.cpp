@@ -69,6 +69,19 @@ __global__ void cp_async_pattern(const unsigned char* in, int stride, uint32_t* 
   out[threadIdx.x] = *reinterpret_cast<const uint32_t*>(s + 16 * threadIdx.x);
 }
 
+// Two warps. Warp 0 arrives on named barrier 1 (bar.arrive: it does not wait) and stores four
+// coalesced rows; warp 1 waits there (bar.sync). Warp 0 never synchronises: its stores are four
+// warp-level instructions, whenever the barrier completes.
+__global__ void arrive_then_store(uint32_t* out) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  if (warp == 0) {
+    attn::named_barrier_arrive(1, 64);
+    for (int k = 0; k < 4; ++k) out[32 * k + lane] = uint32_t(k);  // the stores after bar.arrive
+  } else {
+    attn::named_barrier_sync(1, 64);
+  }
+}
+
 void run_shared(int bytes, int stride, uint32_t* out) {
   attn::launch(shared_pattern, {dim3(1), dim3(32), 4096 + 16}, bytes, stride, out);
 }
@@ -77,6 +90,9 @@ void run_ldmatrix(int layout, uint32_t* out) {
 }
 void run_global(const unsigned char* in, int bytes, int stride, int offset, uint32_t* out) {
   attn::launch(global_pattern, {dim3(1), dim3(32)}, in, bytes, stride, offset, out);
+}
+void run_arrive_then_store(uint32_t* out) {
+  attn::launch(arrive_then_store, {dim3(1), dim3(64)}, out);
 }
 void run_cp_async(const unsigned char* in, int stride, uint32_t* out) {
   attn::launch(cp_async_pattern, {dim3(1), dim3(32), 512}, in, stride, out);

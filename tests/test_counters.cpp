@@ -21,6 +21,7 @@ void run_shared(int bytes, int stride, uint32_t* out);
 void run_ldmatrix(int layout, uint32_t* out);
 void run_global(const unsigned char* in, int bytes, int stride, int offset, uint32_t* out);
 void run_cp_async(const unsigned char* in, int stride, uint32_t* out);
+void run_arrive_then_store(uint32_t* out);
 }  // namespace counters_kernels
 namespace step4_unswizzled::cpu {  // step 4 with the XOR swizzle removed from Tile::offset
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
@@ -146,6 +147,24 @@ TEST_CASE("counters: global loads: coalesced, misaligned, strided, 16-byte and b
     CHECK(c.gld_requests == 1);
     CHECK(c.gld_sectors == k.sectors);
     CHECK(c.gld_bytes == uint64_t(32 * k.bytes));
+  }
+}
+
+// PTX ISA, "bar.sync, bar.arrive": bar.arrive "does not cause any waiting by the executing
+// threads". A warp that only arrives is not synchronised when the barrier completes: its later
+// accesses stay one warp-level instruction each, under every schedule (the reverse one runs warp
+// 1 into its wait first, so that the barrier completes between warp 0's lanes).
+TEST_CASE("counters: a warp that only arrives on a named barrier keeps its requests whole",
+          "[counters]") {
+  attn_test::DeviceBuf<uint32_t> out(128, "out");
+  for (const char* schedule : {"forward", "reverse", "random:5", "greedy"}) {
+    INFO(schedule);
+    simt::set_schedule(simt::parse_schedule(schedule));
+    const Report r = count([&] { counters_kernels::run_arrive_then_store(out.ptr); });
+    simt::set_schedule({});
+    const Counts c = at(r, kKernels, "the stores after bar.arrive");
+    CHECK(c.gst_requests == 4);
+    CHECK(c.gst_sectors == 16);
   }
 }
 

@@ -66,6 +66,21 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step4::rung10::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step5::rung1::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5::rung2::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5::rung3::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5::rung4::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5::rung5::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step5::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
@@ -159,6 +174,19 @@ TEST_CASE("instrumented step4 rungs pass the matrix with no access reported", "[
     run_matrix(
         {.name = std::string("step4_tensorcore[") + name + "]", .cpu = fn, .head_dims = kHeadDims},
         "greedy");
+}
+
+TEST_CASE("instrumented step5 rungs pass the matrix with no access reported", "[instrumented]") {
+  const std::pair<const char*, attn::StepFn> rungs[] = {
+      {"tma", &step5::rung1::counted::run},        {"wgmma", &step5::rung2::counted::run},
+      {"warpgroups", &step5::rung3::counted::run}, {"pingpong", &step5::rung4::counted::run},
+      {"overlap", &step5::rung5::counted::run},
+  };
+  for (const auto& [name, fn] : rungs)
+    run_matrix({.name = std::string("step5_warpspecialized[") + name + "]",
+                .cpu = fn,
+                .head_dims = kHeadDims},
+               "greedy");
 }
 
 // step5's two kernels, the ring's producer and consumers and the Hopper emulations included.

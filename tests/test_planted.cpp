@@ -23,7 +23,7 @@ void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step5_early_release::cpu {  // the last slot released above the wait for its wgmma
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
-namespace step5_expect_elements::cpu {  // expect_tx(S::kSlot): elements, not bytes
+namespace step5_expect_elements::cpu {  // expect_tx(kSlotBytes / sizeof(T)): elements, not bytes
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 namespace step5_full_count::cpu {  // "full" initialised for 31 of the producer's 32 lanes
@@ -108,7 +108,7 @@ attn::Problem ring_problem() {
 TEST_CASE("expect_tx in elements: the TMA that over-delivers is reported", "[planted]") {
   const std::string file = "step5_warpspecialized/attention_sm90a.cu";
   // The slot's boxes: K then V, per 64 columns. Half the bytes announced: the V box over-delivers.
-  const int v_box = line_of(file, "attn::tma_load_3d(k_slot + S::kTile");
+  const int v_box = line_of(file, "attn::tma_load_3d(v_slot");
   REQUIRE(v_box > 0);
   const attn::StepInfo step{.name = "planted", .cpu = &step5_expect_elements::cpu::run_sm90a};
   for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {

@@ -143,6 +143,11 @@ STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "unmasked")
 STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "immediates")
 STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "copies")
 STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "keepbits")
+STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "tma")
+STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "wgmma")
+STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "warpgroups")
+STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "pingpong")
+STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "overlap")
 
 TEST_CASE("every rung of a ladder has a test of its own here", "[steps][rungs]") {
   // The list above, against the steps' ladders: a new rung needs its STEP_RUNG_MATRIX_TESTS line.
@@ -186,6 +191,20 @@ TEST_CASE("a rung runs by name or number; unknown rungs and configs are refused"
   r = attn::run_step(step_named("step3_fused"), o);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.message, Catch::Contains("this step is a single kernel"));
+  // Step 5's ladder leads to its sm90a kernel: a rung runs that variant, and no other.
+  const attn::StepInfo& step5 = step_named("step5_warpspecialized");
+  o.rung = "wgmma";
+  r = attn::run_step(step5, o);
+  CHECK(r.exit_code == 0);
+  CHECK(r.row.step == "step5_warpspecialized[wgmma]");
+  o.rung = step5.rungs.back().name;
+  r = attn::run_step(step5, o);
+  CHECK(r.exit_code == 0);
+  CHECK(r.row.step == "step5_warpspecialized[sm90a]");
+  o.variant = "sm80";
+  r = attn::run_step(step5, o);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains("a rung of the sm90a variant, not of --variant sm80"));
 }
 
 // ---- Tile boundaries: rows that end at k Bc - 1, k Bc and k Bc + 1 (tests/boundary.h)
@@ -226,6 +245,9 @@ TEST_CASE("tiled kernels pass rows that end at a tile boundary", "[steps][bounda
         run_boundaries(laddered, "", "", schedule, r.name);
     for (const char* variant : {"sm80", "sm90a"})
       run_boundaries("step5_warpspecialized", variant, "", schedule);
+    const auto& step5_rungs = step_named("step5_warpspecialized").rungs;  // the last is sm90a
+    for (size_t i = 0; i + 1 < step5_rungs.size(); ++i)
+      run_boundaries("step5_warpspecialized", "", "", schedule, step5_rungs[i].name);
   }
 }
 

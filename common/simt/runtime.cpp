@@ -955,13 +955,17 @@ void release_barrier(Block& blk, int id, const simt::where_t& where) {
   }
   if (counters::active()) [[unlikely]] {
     counters::hook::barrier(b.where, std::strcmp(b.what, "__syncthreads()") == 0, warps);
-    // A warp all of whose live lanes arrived in this generation has synchronised as a whole.
+    // A warp all of whose live lanes arrived in this generation and wait here has synchronised
+    // as a whole. A lane that only arrived (bar.arrive) did not wait: it may be past later
+    // accesses already, which the other lanes have still to make (PTX ISA, bar.arrive).
     for (uint32_t m = b.warps; m != 0; m &= m - 1) {
       const int w = std::countr_zero(m);
       bool whole = true;
-      for (uint32_t l = blk.live_lanes[w]; l != 0 && whole; l &= l - 1)
-        whole =
-            blk.threads[w * 32 + std::countr_zero(l)].barrier_generation[id] == b.generation + 1;
+      for (uint32_t l = blk.live_lanes[w]; l != 0 && whole; l &= l - 1) {
+        const Thread& x = blk.threads[w * 32 + std::countr_zero(l)];
+        whole = x.barrier_generation[id] == b.generation + 1 && !x.done &&
+                x.wait == Wait::barrier && x.barrier_id == id;
+      }
       if (whole) counters::hook::warp_synced(w);
     }
   }

@@ -1,0 +1,44 @@
+// What step 5's sm_90a kernels (attention_sm90a.cu and the rungs before it) share: the guard that
+// compiles their bodies only where they can run, and the TMA tensor map of a [heads][rows][D]
+// tensor read in boxes of 64 columns.
+#pragma once
+
+#include <type_traits>
+
+#include "common/ptx.h"
+#include "common/tensor_map.h"
+
+// The kernels exist for sm_90a (and the CPU backend, which emulates it); an nvcc pass for any
+// other architecture compiles an empty body (these files are only built for 90a, see
+// cmake/AttnStep.cmake).
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ATTN_SM90A_BODY 1
+#else
+#define ATTN_SM90A_BODY 0
+#endif
+
+namespace attn {
+
+// The tensor map of a [outer][rows][D] tensor of 16-bit elements, in boxes of 64 columns x
+// box_rows rows, 128-byte swizzle: a box lands as box_rows rows of 128 bytes, 16-byte chunk c of
+// row r at chunk c ^ (r % 8). Rows past `rows` and columns past D are zero-filled.
+template <typename T>
+inline TensorMap head_tensor_map(const void* base, int outer, int rows, int D, int box_rows) {
+  TensorMapSpec s;
+  s.dtype = std::is_same_v<T, __half> ? TmaDtype::f16 : TmaDtype::bf16;
+  s.rank = 3;
+  s.global = base;
+  s.dims[0] = uint64_t(D), s.dims[1] = uint64_t(rows), s.dims[2] = uint64_t(outer);
+  s.strides[1] = uint64_t(D) * 2, s.strides[2] = uint64_t(rows) * D * 2;
+  s.box[0] = 64, s.box[1] = uint32_t(box_rows), s.box[2] = 1;
+  s.swizzle = simt::TmaSwizzle::b128;
+#if defined(__CUDACC__)
+  TensorMap map;
+  encode_tensor_map_gpu(&map, s);
+  return map;
+#else
+  return encode_tensor_map_cpu(s);
+#endif
+}
+
+}  // namespace attn

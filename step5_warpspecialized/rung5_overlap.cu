@@ -1,0 +1,355 @@
+// Step 5, rung 5: tile n's S = Q K^T issued with tile n-1's O += P V, its softmax beside P V.
+//
+// Until now a consumer warpgroup waited for its own P V to retire before it started the next
+// tile's S: the tensor cores idled while the softmax ran, except for what the other warpgroup
+// issued in its turn. Here each turn issues two groups, S_n and then P_{n-1} V_{n-1}, and
+// wgmma.wait_group 1 lets the softmax of S_n start while P V still runs: the softmax is split in
+// two, the part that needs only S (the mask, the row maxima, the rescale factor) and the part
+// that overwrites P and O's registers, which waits for P V (wait_group 0).
+//
+//   tile n:  wait full[n] | turn: issue S_n, P_{n-1} V_{n-1} | wait S_n: mask, maxima
+//            | wait P_{n-1} V_{n-1}: release slot n-1, rescale O, P_n
+//
+// Tile 0 has no P V to overlap; after the last tile one more turn issues its P V alone.
+#include "common/hopper.h"
+#include "common/tiles.h"
+
+#include <type_traits>
+
+namespace step5::rung5::ATTN_BACKEND_NS {
+
+using attn::AttentionParams;
+
+constexpr int kConsumerGroups = 2;                      // warpgroups 1 and 2
+constexpr int kThreads = 128 * (1 + kConsumerGroups);   // the producer is warpgroup 0
+constexpr int Br = 64 * kConsumerGroups;                // query rows per block
+constexpr int Bc = 64;                                  // keys per tile
+constexpr int kConsumers = 128 * kConsumerGroups;       // threads that arrive on "empty"
+constexpr int kStages = 3;                              // ring slots, each a K tile and a V tile
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40 * 128 + 232 * 256 = 168 * 384
+constexpr int kTurnBarrier = 1;   // named barriers 1, 2: the consumers' turns to issue GEMMs
+constexpr int kGroupBarrier = 3;  // named barriers 3, 4: one consumer warpgroup's 128 threads
+static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <=
+                  65536 / kThreads / 8 * 8 * kThreads,
+              "setmaxnreg: the roles' registers must fit the block's pool");
+
+// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
+// a block 128 bytes = 8 chunks of 16 bytes, chunk c of row r at chunk c ^ (r % 8): TMA's
+// 128-byte swizzle, which the wgmma descriptors below name. Head dims that are not a multiple of
+// 64 (80, 96) use a second, partly filled block of 64 columns.
+template <int D>
+struct Tile {
+  static constexpr int kBlocks = (D + 63) / 64;
+  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
+};
+
+// kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_kernel_sm90a(const AttentionParams p, const __grid_constant__ attn::TensorMap map_q,
+                           const __grid_constant__ attn::TensorMap map_k,
+                           const __grid_constant__ attn::TensorMap map_v) {
+#if ATTN_SM90A_BODY
+  T* q_smem = attn::shared_memory<T>();      // [Br][D], swizzled, then the ring:
+  T* ring = q_smem + Tile<D>::elements(Br);  // [kStages][K, V][Bc][D]
+  uint64_t* full = reinterpret_cast<uint64_t*>(ring + kStages * 2 * Tile<D>::elements(Bc));
+  uint64_t* empty = full + kStages;  // full[s]: slot s has landed; empty[s]: slot s was read
+  uint64_t* q_full = empty + kStages;
+  const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
+  const int i0 = blockIdx.y * Br;
+  // The warpgroup as a value the compiler knows to be the same in every lane of a warp (a
+  // shuffle's result), so that the descriptors derived from it live in uniform registers.
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;  // this lane holds rows g and g + 8 of its warp's 16
+  const int group = warpgroup - 1;       // consumer warpgroup 0 or 1: rows 64 group .. + 63
+  const int row0 = 64 * group + 16 * (warp % 4) + g;  // this lane's rows: row0, row0 + 8
+
+  const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
+
+  // Keys each of this lane's two rows sees, and keys any row of the block sees (see step 3).
+  int end[2];
+  for (int half = 0; half < 2; ++half) end[half] = attn::row_keys_end(p, b, i0 + row0 + 8 * half);
+  const int block_end = attn::tile_keys_end(p, b, i0, Br);
+  const int n_tiles = (block_end + Bc - 1) / Bc;
+  // Tiles every row of the block sees in full need no mask: the block's first row sees the
+  // fewest keys (padding rows past the batch's query length see none, but they also skip the
+  // unmasked tiles' result: see the epilogue).
+  const int n_unmasked = min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);
+  const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
+  constexpr uint32_t kSlotBytes = 2 * Tile<D>::elements(Bc) * sizeof(T);  // K and V
+
+  if (threadIdx.x == 0) {
+    attn::mbarrier_init(q_full, 1);
+    attn::mbarrier_label(q_full, "q_full");
+    for (int s = 0; s < kStages; ++s) {
+      attn::mbarrier_init(&full[s], 1);  // the producer's arrive.expect_tx, then the TMA bytes
+      attn::mbarrier_init(&empty[s], kConsumers);
+      attn::mbarrier_label(&full[s], "full");
+      attn::mbarrier_label(&empty[s], "empty");
+    }
+  }
+  __syncthreads();  // the barriers exist before anyone uses them (the block's only __syncthreads)
+
+  if (warpgroup == 0) {  // the producer warpgroup: one thread issues every copy
+    attn::setmaxnreg_dec<kProducerRegs>();
+    if (warp == 0 && attn::elect_one()) {
+      const int kv_bh = b * p.heads_kv + attn::kv_head(p, h);
+      attn::mbarrier_arrive_expect_tx(q_full, Tile<D>::elements(Br) * sizeof(T));
+      for (int blk = 0; blk < Tile<D>::kBlocks; ++blk)
+        attn::tma_load_3d(q_smem + blk * Br * 64, &map_q, q_full, 64 * blk, i0, blockIdx.z);
+      for (int n = 0; n < n_tiles; ++n) {
+        const int s = n % kStages;
+        attn::mbarrier_wait_parity(&empty[s], (n / kStages % 2) ^ 1);  // the slot was read
+        T* k_slot = ring + s * 2 * Tile<D>::elements(Bc);
+        T* v_slot = k_slot + Tile<D>::elements(Bc);
+        attn::mbarrier_arrive_expect_tx(&full[s], kSlotBytes);
+        for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
+          attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, n * Bc, kv_bh);
+          attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, n * Bc, kv_bh);
+        }
+      }
+    }
+    return;
+  }
+
+  attn::setmaxnreg_inc<kConsumerRegs>();
+  attn::mbarrier_wait_parity(q_full, 0);  // Q has landed
+  T* q_group = q_smem + group * 64 * 64;  // this warpgroup's 64 rows, in each 64-column block
+  if (p.scale < 0.0f) {
+    // A negative scale is folded into Q (sign bits flipped, see step 4), here in shared memory,
+    // which wgmma reads through the async proxy: the generic stores must be fenced, and every
+    // warp of the warpgroup must have fenced its stores before any of them issues a wgmma.
+    for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
+      uint4* q4 = reinterpret_cast<uint4*>(q_group + blk * Br * 64);
+      for (int x = threadIdx.x % 128; x < 64 * 64 * 2 / 16; x += 128) {
+        uint4 v = q4[x];
+        v.x ^= 0x80008000u, v.y ^= 0x80008000u, v.z ^= 0x80008000u, v.w ^= 0x80008000u;
+        q4[x] = v;
+      }
+    }
+    attn::fence_proxy_async_shared();  // Q's sign
+    attn::named_barrier_sync(kGroupBarrier + group, 128);
+  }
+  const float c = online_softmax::scale_log2(p.scale);  // scale * log2(e)
+
+  // Descriptors (attn::make_wgmma_desc): K-major A (Q) and B (K) in 128-byte swizzle, 8-row groups
+  // 1024 bytes apart; k-block kb (16 columns) starts 32 bytes further within a 64-column block.
+  // V is B of P V, MN-major (d contiguous): 16 keys per k-block are 16 rows of 128 bytes, the
+  // next 64 columns of d are the next block (leading byte offset Bc * 128).
+  const uint64_t q_desc = attn::make_wgmma_desc(q_group, 16, 1024, attn::WgmmaSwizzle::b128);
+  const uint64_t k_desc = attn::make_wgmma_desc(ring, 16, 1024, attn::WgmmaSwizzle::b128);
+  const uint64_t v_desc =
+      attn::make_wgmma_desc(ring + Tile<D>::elements(Bc), Bc * 128, 1024, attn::WgmmaSwizzle::b128);
+
+  float o_acc[D / 2] = {};  // O: 64 x D per warpgroup; o_acc[4 dt + i] is step 4's o_acc[dt][i]
+  float s_acc[Bc / 2];      // S: 64 x Bc per warpgroup; s_acc[4 nt + i] is step 4's s[nt][i]
+  uint32_t p_frag[Bc / 16][4];
+  [[maybe_unused]] uint32_t p_lo[kDropout ? Bc / 16 : 1][4];
+  online_softmax::State<float> state[2] = {online_softmax::init<float>(),
+                                           online_softmax::init<float>()};
+  float alpha[2] = {1.0f, 1.0f};
+  // Where the current tile n lies in the ring, kept as running values (as CUTLASS's
+  // PipelineState does) instead of divided out of n: slot = n % kStages, phase = n / kStages % 2.
+  int slot = 0;
+  uint32_t phase = 0;
+
+  // The ping-pong: turn k of this warpgroup waits for the other's turn k - 1 (warpgroup 0 goes
+  // first) and ends by letting the other go. Both warpgroups take n_tiles + 1 turns.
+  const int n_turns = n_tiles + 1;
+  int turn = 0;
+  auto turn_begin = [&] {
+    if (group == 1 || turn > 0) attn::named_barrier_sync(kTurnBarrier + group, 2 * 128);
+  };
+  auto turn_end = [&] {
+    if (group == 0 || turn + 1 < n_turns)
+      attn::named_barrier_arrive(kTurnBarrier + (1 - group), 2 * 128);
+    ++turn;
+  };
+  // S = Q K^T of the tile in slot s: D / 16 wgmmas of 64 x Bc x 16, one group. The slot's
+  // descriptor is computed once; each k-block adds a constant to it.
+  auto issue_s = [&](int s) {
+    const uint64_t k_slot = attn::wgmma_desc_plus(k_desc, s * kSlotBytes);
+#pragma unroll
+    for (int kb = 0; kb < D / 16; ++kb) {
+      const uint32_t col = (kb % 4) * 32;  // bytes: 16 columns within a 64-column block
+      attn::wgmma_ss<Bc, T>(s_acc, attn::wgmma_desc_plus(q_desc, (kb / 4) * Br * 128 + col),
+                            attn::wgmma_desc_plus(k_slot, (kb / 4) * Bc * 128 + col), kb > 0);
+    }
+    attn::wgmma_commit();
+  };
+  // O += P V of the tile in slot s: Bc / 16 wgmmas of 64 x D x 16 with P from registers.
+  auto issue_pv = [&](int s) {
+    const uint64_t v_slot = attn::wgmma_desc_plus(v_desc, s * kSlotBytes);
+#pragma unroll
+    for (int kc = 0; kc < Bc / 16; ++kc) {
+      const uint64_t vd = attn::wgmma_desc_plus(v_slot, kc * 16 * 128);
+      attn::wgmma_rs<D, T, true>(o_acc, p_frag[kc], vd, true);
+      if constexpr (kDropout) attn::wgmma_rs<D, T, true>(o_acc, p_lo[kc], vd, true);
+    }
+    attn::wgmma_commit();
+  };
+
+  // The softmax of tile n, in two parts. First (S has retired): mask, row maxima, the new running
+  // maxima and the factor alpha by which O must be rescaled.
+  auto softmax_max = [&](int n, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
+    const int j0 = n * Bc;
+    float tile_max[2];
+#pragma unroll
+    for (int i = 0; i < Bc / 2; ++i) {
+      if constexpr (kMasked)
+        if (j0 + 8 * (i / 4) + 2 * t + i % 2 >= end[i % 4 / 2]) s_acc[i] = -INFINITY;
+      tile_max[i % 4 / 2] = i < 4 && i % 2 == 0 ? s_acc[i] : fmaxf(tile_max[i % 4 / 2], s_acc[i]);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float m = attn::row_max<4>(tile_max[half]);
+      alpha[half] = online_softmax::rescale_to2<kMasked>(state[half], m, c, attn::exp2_ftz);
+    }
+  };
+  // Second (the previous P V has retired, so O and P's registers are free): rescale O, and P.
+  auto softmax_p = [&](int n, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
+    [[maybe_unused]] uint32_t keep = 0;
+    if constexpr (kDropout) {
+      const int j0 = n * Bc;
+#pragma unroll 1
+      for (int nt = 0; nt < Bc / 8; ++nt) {
+#pragma unroll 1
+        for (int half = 0; half < 2; ++half) {
+          bool keep0, keep1;
+          attn::dropout_keep_pair(drop, b, h, i0 + row0 + 8 * half, j0 + nt * 8 + 2 * t, keep0,
+                                  keep1);
+          keep |= uint32_t(keep0) << (4 * nt + 2 * half);
+          keep |= uint32_t(keep1) << (4 * nt + 2 * half + 1);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o_acc[i] *= alpha[i % 4 / 2];
+    float neg_mc[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      neg_mc[half] = online_softmax::neg_scaled_max<kMasked>(state[half], c);
+#pragma unroll
+    for (int nt = 0; nt < Bc / 8; ++nt) {
+      float pr[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        pr[i] = online_softmax::prob2(s_acc[4 * nt + i], c, neg_mc[i / 2], attn::exp2_ftz);
+        state[i / 2].l += pr[i];  // the softmax normalises over every key, dropped or not
+      }
+      if constexpr (kDropout) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (!(keep >> (4 * nt + i) & 1u)) pr[i] = 0.0f;
+      }
+      // The accumulator layout of S is the A-fragment layout of P, as with mma.sync.
+      p_frag[nt / 2][2 * (nt % 2)] = attn::pack2<T>(pr[0], pr[1]);
+      p_frag[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(pr[2], pr[3]);
+      if constexpr (kDropout) {
+        p_lo[nt / 2][2 * (nt % 2)] =
+            attn::pack2_residual<T>(pr[0], pr[1], p_frag[nt / 2][2 * (nt % 2)]);
+        p_lo[nt / 2][2 * (nt % 2) + 1] =
+            attn::pack2_residual<T>(pr[2], pr[3], p_frag[nt / 2][2 * (nt % 2) + 1]);
+      }
+    }
+  };
+
+  // Tile n > 0: issue S_n = Q K_n^T and O += P_{n-1} V_{n-1} in this warpgroup's turn; the
+  // softmax of S_n starts when S_n retires (wait_group 1: the P V group may still run); the slot
+  // of tile n - 1 is released once P V has retired too.
+  auto tile = [&](int n, auto masked) {
+    const int prev = slot;
+    if (++slot == kStages) slot = 0, phase ^= 1;
+    attn::mbarrier_wait_parity(&full[slot], phase);  // tile n has landed
+    turn_begin();
+    attn::wgmma_fence();  // P, O and S were written by ordinary instructions since the last wgmma
+    issue_s(slot);
+    issue_pv(prev);
+    turn_end();
+    attn::wgmma_wait<1>();  // S_n has retired
+    softmax_max(n, masked);
+    attn::wgmma_wait<0>();                // P_{n-1} V_{n-1} has retired
+    attn::mbarrier_arrive(&empty[prev]);  // this thread is done with tile n - 1's slot
+    softmax_p(n, masked);
+  };
+
+  if (n_tiles > 0) {
+    // Tile 0: S_0 alone, then its softmax (O is still zero).
+    attn::mbarrier_wait_parity(&full[slot], phase);
+    turn_begin();
+    attn::wgmma_fence();
+    issue_s(slot);
+    turn_end();
+    attn::wgmma_wait<0>();
+    if (n_unmasked > 0) {
+      softmax_max(0, std::false_type{});
+      softmax_p(0, std::false_type{});
+    } else {
+      softmax_max(0, std::true_type{});
+      softmax_p(0, std::true_type{});
+    }
+    int n = 1;
+    for (; n < min(n_unmasked, n_tiles); ++n) tile(n, std::false_type{});
+    for (; n < n_tiles; ++n) tile(n, std::true_type{});
+    // The last tile's O += P V.
+    turn_begin();
+    attn::wgmma_fence();
+    issue_pv(slot);
+    turn_end();
+    attn::wgmma_wait<0>();                // the last P V has retired ...
+    attn::mbarrier_arrive(&empty[slot]);  // ... before its slot is released
+  }
+
+  // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
+  // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
+  // once, instead of on every tile.
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    state[half].l = attn::row_sum<4>(state[half].l);
+    // A row that sees no key (above a causal diagonal, or padding past its batch's query length)
+    // may still have run through unmasked tiles: it writes O = 0 and LSE = -inf.
+    if (end[half] == 0) state[half] = online_softmax::init<float>();
+    const int r = row0 + 8 * half;
+    if (i0 + r >= p.seqlen_q) continue;
+    const float inv_l = online_softmax::inv_sum(state[half]) * (kDropout ? drop.scale : 1.0f);
+    T* o = static_cast<T*>(p.o) + (q_row0 + r) * D;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+      *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
+          attn::pack2<T>(o_acc[4 * dt + 2 * half] * inv_l, o_acc[4 * dt + 2 * half + 1] * inv_l);
+    if (t == 0) p.lse[q_row0 + r] = online_softmax::lse2(state[half], p.scale);
+  }
+#else
+  (void)p, (void)map_q, (void)map_k, (void)map_v;
+#endif
+}
+
+void run(const AttentionParams& p, attn::RunContext& ctx) {
+  const unsigned bh = p.batch * p.heads;
+  const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
+  ctx.tile = {Br, Bc};
+  attn::dispatch_dtype(p.dtype, [&]<typename T>() {
+    attn::dispatch_head_dim(p.dim, [&]<int D>() {
+      const attn::TensorMap mq =
+          attn::head_tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br);
+      const attn::TensorMap mk =
+          attn::head_tensor_map<T>(p.k, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
+      const attn::TensorMap mv =
+          attn::head_tensor_map<T>(p.v, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
+      const size_t smem =
+          (Tile<D>::elements(Br) + kStages * 2 * Tile<D>::elements(Bc)) * sizeof(T) +
+          (2 * kStages + 1) * sizeof(uint64_t);
+      if (p.dropout > 0.0f)
+        attn::launch(attention_kernel_sm90a<T, D, true>,
+                     {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p, mq, mk, mv);
+      else
+        attn::launch(attention_kernel_sm90a<T, D, false>,
+                     {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p, mq, mk, mv);
+    });
+  });
+}
+
+}  // namespace step5::rung5::ATTN_BACKEND_NS
