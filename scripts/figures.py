@@ -17,7 +17,9 @@ from markers import refuse, replaced, rewrite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (chapter, marker name, program in the build's bin/ and its argument)
-FIGURES = [("step4_tensorcore/README.md", "swizzle-figure", ["step4_layout_figures", "swizzle"]),
+FIGURES = [("step4_tensorcore/README.md", "fragments-figure",
+            ["step4_layout_figures", "fragments"]),
+           ("step4_tensorcore/README.md", "swizzle-figure", ["step4_layout_figures", "swizzle"]),
            ("step4_tensorcore/README.md", "sweep-figure", ["step4_layout_figures", "sweep"])]
 
 
