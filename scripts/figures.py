@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The chapters' figures that come from the kernels' own layout functions: each is printed by a
 small program of the build (step4_tensorcore/figures.cpp, which includes the rung's kernel file
-and calls its functions) and stands in a chapter between <!-- NAME:begin --> and <!-- NAME:end -->.
+and calls its functions; step5_warpspecialized/figures.cpp, which runs the kernels on the CPU
+backend and draws the order of their synchronisation) and stands in a chapter between
+<!-- NAME:begin --> and <!-- NAME:end -->.
 
     scripts/figures.py [--build build] [--write | --check]
 
@@ -20,7 +22,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIGURES = [("step4_tensorcore/README.md", "fragments-figure",
             ["step4_layout_figures", "fragments"]),
            ("step4_tensorcore/README.md", "swizzle-figure", ["step4_layout_figures", "swizzle"]),
-           ("step4_tensorcore/README.md", "sweep-figure", ["step4_layout_figures", "sweep"])]
+           ("step4_tensorcore/README.md", "sweep-figure", ["step4_layout_figures", "sweep"]),
+           ("step5_warpspecialized/README.md", "ring-figure", ["step5_ring_figures", "ring"]),
+           ("step5_warpspecialized/README.md", "pingpong-figure",
+            ["step5_ring_figures", "pingpong"]),
+           ("step5_warpspecialized/README.md", "overlap-figure", ["step5_ring_figures", "overlap"])]
 
 
 def draw(build, command):

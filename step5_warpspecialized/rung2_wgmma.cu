@@ -190,10 +190,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     float s[Bc / 2];
     attn::wgmma_fence();
 #pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc)
+    for (int kc = 0; kc < D / 16; ++kc) {
       attn::wgmma_rs<Bc, T>(s, q_frag[kc],
                             attn::wgmma_desc_plus(k_slot, (kc / 4) * Bc * 128 + (kc % 4) * 32),
                             kc > 0);
+    }
     attn::wgmma_commit();
     attn::wgmma_wait<0>();  // S has retired: its registers may be read
 

@@ -40,6 +40,22 @@ std::string g_fault_file;
 testing::Fault g_fault = testing::Fault::skip;
 int g_fault_value = 0;
 
+// testing::record_sync's destination (nullptr: not recording, checked without the lock), and the
+// helper that appends to it.
+std::mutex g_record_mutex;
+std::atomic<std::vector<testing::SyncEvent>*> g_record{nullptr};
+void record(const char* what, const std::string& label, uint32_t address, uint32_t parity,
+            const where_t& where) {
+  if (g_record.load(std::memory_order_relaxed) == nullptr) return;
+  const detail::ThreadIds& me = detail::current();
+  const int block =
+      int(me.block_idx.x + me.grid_dim.x * (me.block_idx.y + me.grid_dim.y * me.block_idx.z));
+  std::lock_guard lock(g_record_mutex);
+  if (auto* events = g_record.load()) {
+    events->push_back({block, me.tid, what, label, address, parity, int(where.line())});
+  }
+}
+
 bool faulted(const where_t& where, testing::Fault fault) {
   const int line = g_fault_line.load(std::memory_order_relaxed);
   if (line == 0 || static_cast<int>(where.line()) != line) return false;
@@ -483,6 +499,7 @@ bool mbarrier_try_wait_parity(uint64_t* bar, uint32_t parity, const where_t& whe
   b.waiters.erase(tid);
   detail::acquire_from(b.done[parity]);  // what the phase's arrivals and copies released
   t.last_waited = &b;
+  record("wait", b.label, b.addr, parity, where);
   return true;
 }
 
@@ -809,6 +826,7 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
   for (uint64_t desc : {desc_a, desc_b})
     if (((desc >> 49) & 7) != 0 && !(a_regs && desc == desc_a))
       fail_at(kWgmma, where, "not modelled: a descriptor with a non-zero base offset");
+  record("wgmma", "", 0, 0, where);
   Sm90Block& e = ext();
   const int tid = detail::current().tid;
   ThreadState& ts = e.threads[tid];
@@ -1058,6 +1076,11 @@ void set_entry_registers(int regs) {
 }
 
 namespace testing {
+void record_sync(std::vector<SyncEvent>* events) {
+  std::lock_guard lock(g_record_mutex);
+  g_record.store(events);
+}
+
 void fault_at(const char* file_suffix, int line, Fault fault, int value) {
   std::lock_guard lock(g_fault_mutex);
   g_fault_file = file_suffix ? file_suffix : "";

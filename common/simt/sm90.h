@@ -27,6 +27,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
+
 #include "common/simt/where.h"
 
 namespace simt {
@@ -121,6 +124,20 @@ void set_entry_registers(int regs);
 namespace testing {
 enum class Fault { skip, flip_parity, barrier_id };
 void fault_at(const char* file_suffix, int line, Fault fault, int value = 0);
+
+// A run's synchronisation in the order it happened, for the chapters' figures drawn from a real
+// run (scripts/figures.py): each mbarrier wait that completed (the barrier's label and shared
+// address, the parity waited for) and each wgmma issued (its kernel line), by block (linear) and
+// block-local thread. record_sync(&events) starts appending to `events`, nullptr stops.
+struct SyncEvent {
+  int block, thread;
+  std::string what;   // "wait" or "wgmma"
+  std::string label;  // the mbarrier's label ("full", "empty", ...); "" for a wgmma
+  uint32_t address;   // the mbarrier's shared address; 0 for a wgmma
+  uint32_t parity;    // the parity waited for; 0 for a wgmma
+  int line;           // the kernel line
+};
+void record_sync(std::vector<SyncEvent>* events);
 }  // namespace testing
 
 }  // namespace simt
