@@ -17,13 +17,33 @@ function(attn_warnings target)
     $<$<COMPILE_LANGUAGE:CUDA>:${ATTN_CUDA_WARNINGS}>)
 endfunction()
 
-# attn_add_step(<name> KERNEL <kernel.cu> INFO <step.cpp> MAIN <main.cpp>
+# attn_cuda_architectures_from(<out-var> <min>): the entries of CMAKE_CUDA_ARCHITECTURES from
+# compute capability <min> (e.g. 80) on; "75" and "75-real" are below 80, "90a" and "120" are not.
+# A name CMake gives meaning to (native, all, all-major) cannot be filtered: refused.
+function(attn_cuda_architectures_from out min)
+  set(kept "")
+  foreach(arch ${CMAKE_CUDA_ARCHITECTURES})
+    if(NOT arch MATCHES "^([0-9]+)")
+      message(FATAL_ERROR "CMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES}: '${arch}' cannot "
+                          "be split into the architectures each step supports; list them by number "
+                          "(e.g. 75;80;89;90a;120)")
+    endif()
+    if(CMAKE_MATCH_1 GREATER_EQUAL min)
+      list(APPEND kept ${arch})
+    endif()
+  endforeach()
+  set(${out} "${kept}" PARENT_SCOPE)
+endfunction()
+
+# attn_add_step(<name> KERNEL <kernel.cu> INFO <step.cpp> MAIN <main.cpp> [MIN_ARCH <cc>]
 #               [HOPPER_KERNEL <kernel_sm90a.cu>] [RUNGS <rung1.cu> ...]
 #               [HOPPER_RUNGS <rung1.cu> ...])
 #
 # Compiles the kernel file twice:
-#   <name>_gpu: nvcc, for CMAKE_CUDA_ARCHITECTURES (namespace <step>::gpu); not in a CPU-only
-#               build (ATTN_HAVE_GPU off), where the StepInfo's gpu entry is nullptr;
+#   <name>_gpu: nvcc, for CMAKE_CUDA_ARCHITECTURES (namespace <step>::gpu), those from MIN_ARCH
+#               on when it is given (80: steps 4 and 5, whose StepInfo::min_arch says so); not in
+#               a CPU-only build (ATTN_HAVE_GPU off), nor when no architecture is left: the
+#               INFO file then sees ATTN_STEP_GPU=0 and its gpu entry is attn::gpu_not_built;
 #   <name>_cpu: the host compiler against the SIMT backend (namespace <step>::cpu);
 # and links both, with the step's StepInfo (INFO), into the library <name>_lib that the step's
 # executable and the tests use. The executable picks a copy at run time (--backend).
@@ -35,16 +55,31 @@ endfunction()
 # HOPPER_RUNGS: the same for a ladder that leads to the HOPPER_KERNEL: their GPU copies are built
 # with it, for sm_90a alone.
 function(attn_add_step name)
-  cmake_parse_arguments(ARG "" "KERNEL;INFO;MAIN;HOPPER_KERNEL" "RUNGS;HOPPER_RUNGS" ${ARGN})
+  cmake_parse_arguments(ARG "" "KERNEL;INFO;MAIN;HOPPER_KERNEL;MIN_ARCH" "RUNGS;HOPPER_RUNGS"
+                        ${ARGN})
   set(kernel ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_KERNEL})
   set(have_sm90a 0)
   if(ATTN_HAVE_GPU AND ARG_HOPPER_KERNEL AND "90a" IN_LIST CMAKE_CUDA_ARCHITECTURES)
     set(have_sm90a 1)
   endif()
+  set(step_gpu 0)
+  if(ATTN_HAVE_GPU)
+    set(step_archs ${CMAKE_CUDA_ARCHITECTURES})
+    if(ARG_MIN_ARCH)
+      attn_cuda_architectures_from(step_archs ${ARG_MIN_ARCH})
+    endif()
+    if(step_archs)
+      set(step_gpu 1)
+    else()
+      message(NOTICE "${name}: no GPU code (it needs sm_${ARG_MIN_ARCH} or newer, and "
+                     "CMAKE_CUDA_ARCHITECTURES is ${CMAKE_CUDA_ARCHITECTURES}): CPU backend only")
+    endif()
+  endif()
 
   set(gpu_objects "")
-  if(ATTN_HAVE_GPU)
+  if(step_gpu)
     add_library(${name}_gpu OBJECT ${ARG_KERNEL} ${ARG_RUNGS})
+    set_target_properties(${name}_gpu PROPERTIES CUDA_ARCHITECTURES "${step_archs}")
     target_link_libraries(${name}_gpu PRIVATE attn_kernel_deps)
     # ptxas reports each kernel's registers, spills and shared memory; cmake/nvcc_capture.sh keeps
     # the report beside the object for scripts/kernel_report.py.
@@ -102,7 +137,7 @@ function(attn_add_step name)
     set(have_counters 1)
   endif()
   set_source_files_properties(${ARG_INFO} PROPERTIES COMPILE_DEFINITIONS
-                              "ATTN_HAVE_SM90A=${have_sm90a};ATTN_HAVE_COUNTERS=${have_counters}")
+                              "ATTN_HAVE_SM90A=${have_sm90a};ATTN_HAVE_COUNTERS=${have_counters};ATTN_STEP_GPU=${step_gpu}")
   attn_warnings(${name}_lib)
 
   add_executable(${name} ${ARG_MAIN})

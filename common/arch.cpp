@@ -3,12 +3,33 @@
 #if ATTN_HAVE_GPU
 #include <cuda_runtime_api.h>
 #endif
+#include <cstdlib>
+#include <regex>
 #include <stdexcept>
 
 namespace attn {
 
+std::string ComputeCapability::name() const {
+  return "sm_" + std::to_string(major) + std::to_string(minor) + suffix;
+}
+
+bool parse_compute_capability(const std::string& text, ComputeCapability& out) {
+  std::smatch m;
+  if (!std::regex_match(text, m, std::regex("sm_([1-9][0-9]?)([0-9])(a?)"))) return false;
+  out = {std::stoi(m[1]), std::stoi(m[2]), m[3]};
+  return out.major >= 5;
+}
+
 ComputeCapability compute_capability(Backend& backend) {
-  if (backend.name() == "cpu") return {9, 0, "a"};
+  if (backend.name() == "cpu") {
+    const char* as = std::getenv("SIMT_PRESENT_AS");
+    if (as == nullptr || *as == '\0') return {9, 0, "a"};
+    ComputeCapability cc;
+    if (!parse_compute_capability(as, cc))
+      throw std::invalid_argument(std::string("SIMT_PRESENT_AS=") + as +
+                                  ": not an architecture name such as sm_75, sm_80 or sm_90a");
+    return cc;
+  }
 #if ATTN_HAVE_GPU
   int device = 0, major = 0, minor = 0;
   ATTN_CUDA_CHECK(cudaGetDevice(&device));

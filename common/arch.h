@@ -1,5 +1,9 @@
-// The compute capability a step may dispatch on (e.g. a Hopper kernel on sm_90a). The CPU backend
-// presents itself as sm_90a: it emulates every instruction up to the Hopper ones (common/ptx.h).
+// The compute capability a step may dispatch on (e.g. a Hopper kernel on sm_90a), and the one it
+// needs (steps 4 and 5: sm_80). The CPU backend presents itself as sm_90a: it emulates every
+// instruction up to the Hopper ones (common/ptx.h). SIMT_PRESENT_AS=sm_75 (or sm_80, sm_86, sm_89,
+// sm_90a, sm_120) makes it present itself as that GPU instead, so that what a step does on such a
+// GPU (a refusal, a variant chosen) can be tested without one; the instructions it emulates stay
+// the same.
 #pragma once
 
 #include <string>
@@ -14,10 +18,16 @@ struct ComputeCapability {
   std::string suffix;  // "a": the architecture-specific features (wgmma, setmaxnreg) are there
   bool at_least(int maj, int min) const { return major > maj || (major == maj && minor >= min); }
   bool is_sm90a() const { return major == 9 && minor == 0 && suffix == "a"; }
+  std::string name() const;  // "sm_75", "sm_90a"
 };
 
-// {9, 0, "a"} on the CPU backend; the current device's on the GPU ("a" on 9.0, which runs sm_90a
-// code; whether this binary holds sm_90a code is a build matter: CMAKE_CUDA_ARCHITECTURES).
+// Parses "sm_75" / "sm_90a" (SIMT_PRESENT_AS); false if it is not such a name.
+bool parse_compute_capability(const std::string& text, ComputeCapability& out);
+
+// {9, 0, "a"} on the CPU backend (or what SIMT_PRESENT_AS names: an invalid name throws
+// std::invalid_argument with a one-line reason); the current device's on the GPU ("a" on 9.0, which
+// runs sm_90a code; whether this binary holds sm_90a code is a build matter:
+// CMAKE_CUDA_ARCHITECTURES).
 ComputeCapability compute_capability(Backend& backend);
 
 }  // namespace attn

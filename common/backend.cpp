@@ -186,8 +186,9 @@ bool gpu_backend_built() {
   return ATTN_HAVE_GPU != 0;
 }
 
-std::unique_ptr<Backend> make_gpu_backend(std::string& why_not) {
+std::unique_ptr<Backend> make_gpu_backend(std::string& why_not, int device) {
 #if !ATTN_HAVE_GPU
+  (void)device;
   why_not = kBuiltWithoutToolkit;
   return nullptr;
 #else
@@ -205,13 +206,19 @@ std::unique_ptr<Backend> make_gpu_backend(std::string& why_not) {
     why_not = "no CUDA device present";
     return nullptr;
   }
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major < 8) {
-    why_not = std::string("GPU ") + prop.name + " is sm_" + std::to_string(prop.major) +
-              std::to_string(prop.minor) + "; the kernels are built for sm_80 and newer";
+  if (device < 0 || device >= count) {
+    why_not =
+        "no CUDA device " + std::to_string(device) + " (" + std::to_string(count) + " present)";
     return nullptr;
   }
-  return std::make_unique<GpuBackend>(0);
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess || prop.major * 10 + prop.minor < 75) {
+    why_not = std::string("GPU ") + prop.name + " is sm_" + std::to_string(prop.major) +
+              std::to_string(prop.minor) +
+              "; the kernels are built for sm_75 and newer (steps 4 and 5: sm_80)";
+    return nullptr;
+  }
+  return std::make_unique<GpuBackend>(device);
 #endif
 }
 

@@ -38,8 +38,8 @@ class Backend {
 
 std::unique_ptr<Backend> make_cpu_backend();
 // Returns nullptr and sets `why_not` when no usable CUDA device is present, or when this is a
-// CPU-only build (why_not is then kBuiltWithoutToolkit).
-std::unique_ptr<Backend> make_gpu_backend(std::string& why_not);
+// CPU-only build (why_not is then kBuiltWithoutToolkit). `device`: the CUDA device ordinal.
+std::unique_ptr<Backend> make_gpu_backend(std::string& why_not, int device = 0);
 // False in a CPU-only build (configured without nvcc, or with -DATTN_GPU=OFF).
 bool gpu_backend_built();
 inline constexpr char kBuiltWithoutToolkit[] = "built without the CUDA toolkit";

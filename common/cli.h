@@ -1,6 +1,7 @@
 // The command line every step shares (the flags listed in docs/architecture.md).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 
@@ -8,12 +9,15 @@
 
 namespace attn {
 
+struct HostInputs;
+
 struct Options {
   Problem problem;
   std::string backend = "auto";      // auto | gpu | cpu
   std::string schedule = "forward";  // CPU backend fiber order: forward | reverse | random[:SEED]
   // -1: the backend's default, 5 timed runs after 1 warm-up on a GPU; 1 timed run and no warm-up
-  // on the CPU backend, where a run measures the emulator and can take minutes.
+  // on the CPU backend, where a run measures the emulator and can take minutes. 0 (not on the
+  // command line): the checked run alone, its time the row's (the Python binding).
   int iters = -1;
   int warmup = -1;
   std::string variant;  // kernel variant of a step that has several; empty: the step's default
@@ -33,6 +37,15 @@ struct Options {
   // backend, and model the run on a named GPU (common/sol_model.h).
   bool counters = false;
   std::string model_gpu = "H100 SXM";
+  // For a caller that holds the inputs (the Python binding, python/src/flashsteps.cpp): q, k, v
+  // taken from here instead of generated or loaded (refused if they hold NaN or Inf, as --load's),
+  // and O and LSE kept in RunOutcome.
+  const HostInputs* inputs = nullptr;
+  bool keep_outputs = false;
+  int gpu_device = 0;  // the CUDA device the GPU backend uses (the binding: the array's)
+  // When set (by a signal handler), a CPU-backend run stops at its next block (a kernel) or row
+  // group (step 0), and the outcome says "interrupted" (RunOutcome::interrupted).
+  const std::atomic<bool>* interrupt = nullptr;
 };
 
 // Parses "3,0,17" into lengths; an empty item, a sign or anything not a number is refused.

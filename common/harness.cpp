@@ -15,6 +15,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "common/arch.h"
 #include "common/check.h"
 #include "common/memory.h"
 #include "common/reference.h"
@@ -334,7 +335,7 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     else if (step.gpu == nullptr)
       why_not = step.name + " runs on the CPU only";
     else
-      be = make_gpu_backend(why_not);
+      be = make_gpu_backend(why_not, opt.gpu_device);
     if (!be && opt.backend == "gpu") return invalid(step.name + ": --backend gpu: " + why_not);
     if (!be && step.cpu != nullptr && step.gpu != nullptr)
       note("note: " + why_not + "; running on the CPU backend");
@@ -348,11 +349,41 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
   }
   const bool on_gpu = be->name() == "gpu";
   const StepFn run = on_gpu ? step.gpu : step.cpu;
+  // The compute capability the kernels see (on the CPU backend SIMT_PRESENT_AS may name one: it
+  // is read, and refused if invalid, on every run), and the one the step needs
+  // (StepInfo::min_arch).
+  ComputeCapability cc;
+  try {
+    cc = compute_capability(*be);
+  } catch (const std::invalid_argument& e) {
+    return invalid(step.name + ": " + e.what());
+  }
+  if (!step.min_arch.empty() && step.gpu != nullptr) {
+    ComputeCapability need;
+    parse_compute_capability(step.min_arch, need);
+    if (!cc.at_least(need.major, need.minor))
+      return invalid(
+          step.name + ": needs compute capability " + std::to_string(need.major) + "." +
+          std::to_string(need.minor) + " (" + step.min_arch + ") or newer, for " +
+          step.min_arch_why + "; " +
+          (on_gpu ? "this GPU, " + be->device() + ", is " + cc.name() +
+                        " (--backend cpu runs it on the CPU backend)"
+                  : "the CPU backend presents itself as " + cc.name() + " (SIMT_PRESENT_AS)"));
+  }
+  if (on_gpu && step.gpu == &gpu_not_built)
+    return invalid(step.name + ": --backend gpu: this build has no GPU code for " + step.name +
+                   " (CMAKE_CUDA_ARCHITECTURES holds nothing from " + step.min_arch + " on)");
   // On the CPU a run measures the emulator, not a GPU, and may take minutes: one is enough.
-  const int iters = opt.iters >= 1 ? opt.iters : (on_gpu ? 5 : 1);
+  const int iters = opt.iters >= 0 ? opt.iters : (on_gpu ? 5 : 1);
   const int warmup = opt.warmup >= 0 ? opt.warmup : (on_gpu ? 1 : 0);
   std::unique_ptr<Progress> progress;
   if (!on_gpu && opt.show_progress) progress = std::make_unique<Progress>(step.name);
+  // Options::interrupt: the CPU backend checks it at each block it starts, step 0 at each row
+  // group it reports.
+  struct InterruptHook {
+    explicit InterruptHook(const std::atomic<bool>* flag) { simt::set_interrupt(flag); }
+    ~InterruptHook() { simt::set_interrupt(nullptr); }
+  } interrupt_hook(on_gpu ? nullptr : opt.interrupt);
 
   // The variant is part of the step's name in the result line and the CSV: "step5_x[sm80]"; an
   // earlier rung's name stands for its variant too: "step5_x[tma]".
@@ -366,7 +397,7 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
   ResultRow& row = out.row;
   row.step = step.name + (variant.empty() || !rung.empty() ? "" : "[" + variant + "]") + rung;
   row.problem = p;
-  row.iters = iters;
+  row.iters = std::max(iters, 1);
   row.commit = build_commit();
   row.toolkit = cuda_toolkit_version();
   row.timestamp = now_utc();
@@ -379,13 +410,18 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     if (const std::string why = choose_config(step, opt, be->arch(), row); !why.empty())
       return invalid(why);
 
-    HostInputs in;
-    if (opt.load.empty()) {
-      in = make_inputs(p);
-    } else {
-      if (std::string why = load_inputs(opt.load, p, in); !why.empty())
-        return invalid(step.name + ": --load " + opt.load + ": " + why);
+    // The caller's inputs (Options::inputs) are used where they are, not copied.
+    HostInputs own;
+    const HostInputs& in = opt.inputs != nullptr ? *opt.inputs : own;
+    if (opt.inputs != nullptr) {
       if (std::string why = check_finite(p, in); !why.empty())
+        return invalid(step.name + ": " + why);
+    } else if (opt.load.empty()) {
+      own = make_inputs(p);
+    } else {
+      if (std::string why = load_inputs(opt.load, p, own); !why.empty())
+        return invalid(step.name + ": --load " + opt.load + ": " + why);
+      if (std::string why = check_finite(p, own); !why.empty())
         return invalid(step.name + ": --load " + opt.load + ": " + why);
     }
     if (std::string why = check_scale(p, in); !why.empty()) return invalid(step.name + ": " + why);
@@ -394,8 +430,11 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     RunContext ctx(*be);
     ctx.config = row.config;
     ctx.variant = variant;
-    if (progress)
-      ctx.progress = [&](uint64_t done, uint64_t total) { progress->rows(done, total); };
+    if (progress || opt.interrupt)
+      ctx.progress = [&](uint64_t done, uint64_t total) {
+        if (opt.interrupt && opt.interrupt->load()) throw std::runtime_error("interrupted");
+        if (progress) progress->rows(done, total);
+      };
 
     if (opt.check && p.flops() > kLongCheckFlops)
       note("note: the FP64 reference check needs " + std::to_string(int64_t(p.flops() / 1e9)) +
@@ -404,6 +443,7 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     // The checked run: outputs start poisoned, so anything left unwritten is caught. With
     // --counters it is the counted copy's, which counts what it does (and checks every access).
     ctx.verify = true;
+    double checked_ms = 0;  // the checked run's time: the row's time when iters is 0
     if (opt.counters) {
       simt::counters::start();
       try {
@@ -416,10 +456,10 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       row.counted = true;
       row.model = speed_of_light(*find_gpu(opt.model_gpu), p, row.counters);
     } else {
-      be->time_ms([&] { run(params, ctx); });
+      checked_ms = be->time_ms([&] { run(params, ctx); });
     }
     ctx.verify = false;
-    if (opt.check || !opt.save.empty()) {
+    if (opt.check || !opt.save.empty() || opt.keep_outputs) {
       std::vector<Bits16> o;
       std::vector<float> lse;
       dev.download(o, lse);
@@ -434,6 +474,7 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
         row.checked = true;
         row.check = check_outputs(p, o, lse, reference_attention(p, in));
       }
+      if (opt.keep_outputs) out.o = std::move(o), out.lse = std::move(lse);
     }
 
     for (int i = 0; i < warmup; ++i) be->time_ms([&] { run(params, ctx); });
@@ -442,18 +483,23 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       be->flush_l2();  // every timed run starts with cold L2, outside the timed window
       times.push_back(be->time_ms([&] { run(params, ctx); }));
     }
-    row.time_ms = median(times);
+    row.time_ms = times.empty() ? checked_ms : median(times);
     row.tflops = row.time_ms > 0 ? p.flops() / (row.time_ms * 1e-3) / 1e12 : 0;
     out.ran = true;
   } catch (const OutOfMemory& e) {
-    return invalid(step.name + ": " + e.what());
+    RunOutcome r = invalid(step.name + ": " + e.what());
+    r.out_of_memory = true;
+    return r;
   } catch (const std::bad_alloc&) {
-    return invalid(step.name + ": out of host memory (an allocation failed; " +
-                   format_bytes(double(host_memory_available())) +
-                   " available): make the problem smaller");
+    RunOutcome r = invalid(step.name + ": out of host memory (an allocation failed; " +
+                           format_bytes(double(host_memory_available())) +
+                           " available): make the problem smaller");
+    r.out_of_memory = true;
+    return r;
   } catch (const std::exception& e) {
     out.exit_code = 1;
-    out.message = step.name + ": " + e.what();
+    out.interrupted = opt.interrupt != nullptr && opt.interrupt->load();
+    out.message = step.name + ": " + (out.interrupted ? "interrupted" : e.what());
     return out;
   }
   if (row.checked && !row.check.passed) out.exit_code = 1;

@@ -19,7 +19,12 @@ namespace attn {
 // A step's GPU entry point for its StepInfo: `.gpu = ATTN_GPU_RUN(gpu::run)`. A CPU-only build (no
 // nvcc, so no GPU copy of the kernels to link) has gpu_not_built in its place: the step still says
 // it has a GPU kernel, and the harness never calls it, since such a build has no GPU backend.
-#if ATTN_HAVE_GPU
+// A step whose GPU copy is not built for any architecture the build targets (steps 4 and 5 when
+// CMAKE_CUDA_ARCHITECTURES holds nothing from sm_80 on) is compiled with ATTN_STEP_GPU=0.
+#ifndef ATTN_STEP_GPU
+#define ATTN_STEP_GPU 1
+#endif
+#if ATTN_HAVE_GPU && ATTN_STEP_GPU
 #define ATTN_GPU_RUN(fn) (&fn)
 #else
 #define ATTN_GPU_RUN(fn) (&::attn::gpu_not_built)
@@ -62,6 +67,11 @@ struct StepInfo {
   StepFn gpu = nullptr;             // nullptr: no GPU version (step0, or a CPU-only build)
   StepFn counted = nullptr;         // the counted copy (--counters); nullptr: not in this binary
   std::vector<int> head_dims = {};  // supported head dims; empty: any the reference supports
+  // The compute capability the step's kernels need, e.g. "sm_80", and what for (steps 4 and 5:
+  // mma.sync m16n8k16 and cp.async); empty: any the build targets (steps 1-3 run on sm_75 too).
+  // On an older GPU, or the CPU backend presenting as one (SIMT_PRESENT_AS), the step refuses.
+  std::string min_arch = {};
+  std::string min_arch_why = {};
   // Tile configurations the step can run, the default first (empty: none to choose), the head
   // dims each is built for, and the table of tuned choices it reads at run time.
   struct Config {
@@ -114,11 +124,15 @@ class DeviceProblem {
 };
 
 struct RunOutcome {
-  int exit_code = 0;    // 0 passed (or not checked), 1 failed its check or faulted, 2 invalid
-                        // input, or a problem too large for this machine
-  std::string message;  // one line: why exit_code is 1 or 2; a notice otherwise (may be empty)
-  bool ran = false;     // the step ran to the end: `row` is complete
+  int exit_code = 0;         // 0 passed (or not checked), 1 failed its check or faulted, 2 invalid
+                             // input, or a problem too large for this machine
+  std::string message;       // one line: why exit_code is 1 or 2; a notice otherwise (may be empty)
+  bool ran = false;          // the step ran to the end: `row` is complete
+  bool interrupted = false;  // Options::interrupt was set: the run stopped early (exit_code 1)
+  bool out_of_memory = false;  // exit_code 2 because the problem does not fit (device or host)
   ResultRow row;
+  std::vector<Bits16> o;  // Options::keep_outputs: O and LSE, layouts as in AttentionParams
+  std::vector<float> lse;
 };
 
 // Everything step_main does except parsing the command line and printing; tests call this.

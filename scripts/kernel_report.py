@@ -41,6 +41,10 @@ instruction in that hot path, with no inner loop, no spills and at most R regist
 and on sm_90a (those of the two that the build contains; at least one must be there).
 --require-ptx STEP[/KERNEL]:REGEX fails unless every kernel of STEP (named KERNEL, when given)
 has REGEX in its PTX on every architecture.
+--archs ARCH,... and --steps STEP ... restrict the report (and its checks) to those architectures
+and steps (with their rungs): a check that reads nothing else finishes sooner.
+--require-archs STEP:ARCH,... fails unless every kernel of STEP and of its rungs (but the sm_90a-only
+Hopper kernels) is compiled for exactly those architectures (e.g. sm_75 for steps 1-3 only).
 An mbarrier wait inside the main loop (a one-block loop that polls the barrier) is reported
 apart and is not an inner loop for --budget.
 --compare STEP:BASE:RATIO[:KERNEL] fails (exit 1) unless every kernel of STEP without dropout
@@ -56,6 +60,8 @@ Markdown file.
 """
 import argparse
 import glob
+import gzip
+import hashlib
 import json
 import os
 import re
@@ -75,11 +81,15 @@ FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) by
 USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
 HEAD_DIMS = [64, 80, 96, 128]
 
-# Per-SM limits (CUDA C Programming Guide, "Compute Capabilities" table).
+# Per-SM limits (CUDA C Programming Guide, "Compute Capabilities" table; for sm_75 and sm_120 as
+# CCCL's cuda/__device/arch_traits.h, in the toolkit and the nvidia-cuda-cccl wheel, states them).
+# "reserved": shared memory the system reserves per block (1 KB from sm_80 on, none on sm_75).
 ARCH = {
-    "sm_80": {"regs": 65536, "threads": 2048, "blocks": 32, "smem": 167936},
-    "sm_89": {"regs": 65536, "threads": 1536, "blocks": 24, "smem": 102400},
-    "sm_90a": {"regs": 65536, "threads": 2048, "blocks": 32, "smem": 233472},
+    "sm_75": {"regs": 65536, "threads": 1024, "blocks": 16, "smem": 65536, "reserved": 0},
+    "sm_80": {"regs": 65536, "threads": 2048, "blocks": 32, "smem": 167936, "reserved": 1024},
+    "sm_89": {"regs": 65536, "threads": 1536, "blocks": 24, "smem": 102400, "reserved": 1024},
+    "sm_90a": {"regs": 65536, "threads": 2048, "blocks": 32, "smem": 233472, "reserved": 1024},
+    "sm_120": {"regs": 65536, "threads": 1536, "blocks": 24, "smem": 102400, "reserved": 1024},
 }
 PTX_OPS = {"mma": r"\bmma\.sync\.aligned\.m16n8k16", "ldmatrix": r"\bldmatrix\.sync",
            "cp.async": r"\bcp\.async\.cg", "wgmma": r"\bwgmma\.mma_async",
@@ -213,12 +223,15 @@ def launches(build, step, configs, hopper=False):
 
 
 def occupancy(arch, regs, threads, smem):
-    lim = ARCH[arch]
+    """(blocks per SM, occupancy), or (None, None) for an architecture ARCH does not list."""
+    lim = ARCH.get(arch)
+    if lim is None:
+        return None, None
     warps = (threads + 31) // 32
     regs_per_warp = ((max(regs, 1) * 32 + 255) // 256) * 256
     by_regs = lim["regs"] // (regs_per_warp * warps)
     by_threads = lim["threads"] // (warps * 32)
-    by_smem = lim["smem"] // (smem + 1024) if smem else lim["blocks"]  # 1 KB reserved per block
+    by_smem = lim["smem"] // (smem + lim["reserved"]) if smem else lim["blocks"]
     blocks = min(by_regs, by_threads, by_smem, lim["blocks"])
     return blocks, blocks * warps / (lim["threads"] // 32)
 
@@ -244,26 +257,44 @@ def count_ops(ops, text):
 
 
 def per_function(text, start):
-    """Splits a cuobjdump listing into {mangled name: text} at lines matching `start`."""
-    out, name = {}, None
-    for line in text.splitlines():
-        if m := re.search(start, line):
-            name = m.group(1)
-            out[name] = []
-        elif name:
-            out[name].append(line)
-    return {k: "\n".join(v) for k, v in out.items()}
+    """Splits a cuobjdump listing into {mangled name: text} at each `start` marker (".entry ",
+    "Function : ") followed by the name: once, not line by line (listings run to tens of MB)."""
+    out = {}
+    for part in text.split(start)[1:]:
+        name, _, body = part.partition("\n")
+        out[re.match(r"\w+", name).group(0)] = body
+    return out
 
 
-def instructions(cuobjdump, obj, arch):
+def instructions(cuobjdump, obj, arch, build):
+    """({kernel: PTX}, {kernel: SASS}) of one object on one architecture. Kept in the build
+    directory (kernel_report_cache/, keyed by the object's path, size and time), so that the
+    report's several checks disassemble each object once."""
+    st = os.stat(obj)
+    cache = os.path.join(build, "kernel_report_cache")
+    stem = hashlib.sha1(os.path.abspath(obj).encode()).hexdigest()[:16] + "-" + arch
+    path = os.path.join(cache, f"{stem}-{st.st_size}-{st.st_mtime_ns}.json.gz")
+    try:
+        with gzip.open(path, "rt") as f:
+            ptx, sass = json.load(f)
+            return ptx, sass
+    except (OSError, ValueError, EOFError):
+        pass
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(cuobjdump) + os.pathsep + env.get("PATH", "")
     ptx = subprocess.run([cuobjdump, "-ptx", "-arch", arch, obj],
                          capture_output=True, text=True, env=env).stdout
     sass = subprocess.run([cuobjdump, "-sass", "-arch", arch, obj], capture_output=True,
                           text=True, env=env).stdout
-    return (per_function(ptx, r"\.entry\s+(\w+)\("),
-            per_function(sass, r"Function : (\w+)"))
+    result = (per_function(ptx, ".entry "), per_function(sass, "Function : "))
+    os.makedirs(cache, exist_ok=True)
+    for old in glob.glob(os.path.join(cache, stem + "-*.json.gz")):  # an earlier build's object
+        os.remove(old)
+    tmp = f"{path}.{os.getpid()}"
+    with gzip.open(tmp, "wt", compresslevel=1) as f:
+        json.dump(result, f)
+    os.replace(tmp, path)  # whole or not at all: checks running beside this one read it
+    return result
 
 
 LOOP_COLS = ["tensor", "LDSM", "copy", "MUFU", "fp32", "int", "pred", "move", "branch", "barrier",
@@ -521,6 +552,29 @@ def check_budgets(budgets, rows):
     return status
 
 
+def check_archs(specs, rows):
+    """--require-archs STEP:ARCH,...: every kernel of STEP and of its rungs (the Hopper ones,
+    built for sm_90a alone, excepted) exists on exactly these architectures. 1 if not."""
+    status = 0
+    for spec in specs:
+        step, _, archs = spec.partition(":")
+        want = set(archs.split(",")) if archs else set()
+        kernels = {}
+        for r in rows:
+            if split_rung(r["step"])[0] == step and not is_hopper(r):
+                kernels.setdefault((r["step"], r["kernel"]), set()).add(r["arch"])
+        if not kernels:
+            print(f"kernel_report: --require-archs {spec}: no kernels of {step} in the build",
+                  file=sys.stderr)
+            status = 1
+        for (name, kernel), have in sorted(kernels.items()):
+            if have != want:
+                print(f"kernel_report: {name} {kernel} is compiled for {', '.join(sorted(have))}"
+                      f"; expected {', '.join(sorted(want))}", file=sys.stderr)
+                status = 1
+    return status
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -531,6 +585,14 @@ def main():
     ap.add_argument("--budget", action="append", default=[], metavar="STEP:D:X:R[:CONFIG]")
     ap.add_argument("--compare", action="append", default=[], metavar="STEP:BASE:RATIO")
     ap.add_argument("--require-ptx", action="append", default=[], metavar="STEP:REGEX")
+    ap.add_argument("--require-archs", action="append", default=[], metavar="STEP:ARCH,...",
+                    help="exit 1 unless the kernels of STEP (its own and its rungs') are "
+                         "compiled for exactly these architectures, each for every one")
+    ap.add_argument("--archs", metavar="ARCH,...",
+                    help="only these architectures (e.g. sm_80,sm_90a): a check that reads no "
+                         "other runs sooner")
+    ap.add_argument("--steps", nargs="+", metavar="STEP",
+                    help="only these steps and their rungs")
     ap.add_argument("--save-mainloop", metavar="FILE")
     ap.add_argument("--baseline", metavar="FILE")
     ap.add_argument("--chapter", metavar="README")
@@ -559,12 +621,26 @@ def main():
         print(f"kernel_report: no ptxas reports under {args.build}/; build first "
               "(scripts/build.sh)", file=sys.stderr)
         return 2
+    if args.archs:
+        rows = [r for r in rows if r["arch"] in args.archs.split(",")]
+    if args.steps:
+        rows = [r for r in rows if split_rung(r["step"])[0] in args.steps]
+    if not rows:
+        print(f"kernel_report: no kernels of {' '.join(args.steps or ['any step'])} on "
+              f"{args.archs or 'any architecture'} in {args.build}", file=sys.stderr)
+        return 2
+    # The main loops (the slowest part) only where a table or a check reads them.
+    need_loops = bool(args.out or args.budget or args.compare or args.rungs_chapter
+                      or args.check_rungs_chapter or args.chapter or args.save_mainloop
+                      or args.compare_chapter)
     names = demangle(sorted({r["mangled"] for r in rows}))
     for r in rows:
         r["kernel"] = short(names[r["mangled"]])
+    # The launches (threads, shared memory: occupancy) only where a table shows them.
+    need_launches = bool(args.out or args.rungs_chapter or args.check_rungs_chapter)
     launch = {s: launches(args.build, s, {config_of(r["kernel"]) for r in rows if r["step"] == s}
                           - {None}, any(is_hopper(r) for r in rows if r["step"] == s))
-              for s in sorted({r["step"] for r in rows})}
+              if need_launches else {} for s in sorted({r["step"] for r in rows})}
     cuobjdump = find_tool("cuobjdump")
     have_sass = cuobjdump is not None and find_tool("nvdisasm") is not None
     dumps = {}
@@ -581,7 +657,7 @@ def main():
         if cuobjdump:
             key = (r["obj"], r["arch"])
             if key not in dumps:
-                dumps[key] = instructions(cuobjdump, r["obj"], r["arch"])
+                dumps[key] = instructions(cuobjdump, r["obj"], r["arch"], args.build)
             ptx, sass = dumps[key]
             r["ptx"] = count_ops(PTX_OPS, ptx.get(r["mangled"], ""))
             r["ptx_required"] = {rx: len(re.findall(rx, ptx.get(r["mangled"], "")))
@@ -592,7 +668,7 @@ def main():
             if have_sass:
                 text = sass.get(r["mangled"], "")
                 r["sass"] = count_ops(SASS_OPS, text)
-                if r["sass"]["HMMA"] or "HGMMA" in text:
+                if need_loops and (r["sass"]["HMMA"] or "HGMMA" in text):
                     r["loop"] = mainloop_report.main_loop(text)
     rows.sort(key=lambda r: (r["step"], r["kernel"], r["arch"]))
 
@@ -603,7 +679,8 @@ def main():
              "smem/block (B) | blocks/SM | occupancy | PTX: mma, ldmatrix, cp.async, wgmma, tma, "
              "try_wait | SASS: HMMA, LDSM, LDGSTS, HGMMA, UTMALDG, SYNCS |", "|" + "---|" * 13]
     for r in rows:
-        occ = f"{r['blocks']} | {r['occ']:.0%}" if r["threads"] else "- | -"
+        occ = (f"{r['blocks']} | {r['occ']:.0%}" if r["threads"] and r["blocks"] is not None
+               else "- | -")
         lines.append(
             f"| {r['step']} | `{r['kernel']}` | {r['arch']} | {r['regs']} | "
             f"{r.get('setmaxnreg') or '-'} | {r['spill_st']}/"
@@ -611,7 +688,13 @@ def main():
             f"{r['smem_static'] + r['smem_dyn']} | {occ} | {counts(r['ptx'])} | "
             f"{counts(r['sass'])} |")
     table = "\n".join(lines)
-    loops = [r for r in rows if r.get("loop")]
+    # A loop whose hot path the analysis could not follow to its back edge has no tensor
+    # instructions on it: reported by name, never as a zero.
+    unfollowed = [r for r in rows if r.get("loop") and not r["loop"]["tensor"]]
+    for r in unfollowed:
+        print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']}: the main loop's hot path "
+              "could not be followed (scripts/mainloop_report.py)", file=sys.stderr)
+    loops = [r for r in rows if r.get("loop") and r["loop"]["tensor"]]
     loop_table = mainloop_table(loops)
     if args.save_mainloop:
         with open(args.save_mainloop, "w") as f:
@@ -650,20 +733,23 @@ def main():
         if status:
             return status
     if args.out:
+        archs = sorted({r["arch"] for r in rows}, key=lambda a: (int(re.sub(r"\D", "", a)), a))
+        archs_text = ", ".join(archs[:-1]) + " and " + archs[-1] if len(archs) > 1 else archs[0]
         tool = ("cuobjdump + nvdisasm from PyPI" if have_sass else
                 "cuobjdump (no nvdisasm: no SASS)" if cuobjdump else "no cuobjdump: no PTX/SASS")
         with open(args.out, "w") as f:
             f.write(
                 "# Kernel report\n\n"
                 "Generated by `scripts/kernel_report.py --out docs/kernel_report.md` from a build "
-                "of every step for\nsm_80, sm_89 and sm_90a (the default "
-                "CMAKE_CUDA_ARCHITECTURES); nothing here ran on a GPU.\n\n"
+                f"of every step for\n{archs_text} (the default CMAKE_CUDA_ARCHITECTURES; steps 4 "
+                "and 5 from sm_80 on, docs/gpus.md);\nnothing here ran on a GPU.\n\n"
                 "- regs, spills, stack: ptxas `--resource-usage` of the build.\n"
                 "- threads, smem/block: the launch, as the CPU backend logged it "
                 "(`SIMT_LOG_LAUNCHES`); smem is static + dynamic.\n"
                 "- blocks/SM and occupancy: computed from those and the per-SM limits of each "
                 "architecture\n  (registers, threads, blocks, shared memory with 1 KB reserved "
-                "per block); occupancy = resident warps / maximum warps.\n"
+                "per block from sm_80 on; the limits of sm_75 and sm_120 as CCCL's\n  "
+                "cuda/__device/arch_traits.h states them); occupancy = resident warps / maximum warps.\n"
                 f"- instructions: counted in the PTX and SASS of the objects ({tool}).\n"
                 "- setmaxnreg: the register counts a warp-specialised kernel moves to "
                 "(`dec` for the producer,\n  `inc` for the consumers); regs is then the count "
@@ -727,6 +813,7 @@ def main():
             print(f"kernel_report: --require-ptx {step}: no PTX of {step} (cuobjdump missing?)",
                   file=sys.stderr)
             status = 1
+    status = max(status, check_archs(args.require_archs, rows))
     status = max(status, check_budgets(args.budget, rows))
     compared = [] if args.compare_chapter else None
     status = max(status, check_compare(args.compare, rows, compared))

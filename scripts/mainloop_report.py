@@ -9,7 +9,8 @@ alone it prints one line per kernel of an object file.
 How the loop is found, from the SASS that cuobjdump prints (addresses and branch targets):
   1. basic blocks: a block starts at the kernel's first instruction, at every branch target and
      after every branch or EXIT; edges follow BRA targets (and CALL.REL.NOINC's, a jump that
-     ptxas uses to leave loops) and fall-through;
+     ptxas uses to leave loops) and fall-through, which a branch guarded by a predicate (@P0, or
+     a predicate operand: sm_120's "BRA.U UP0, target") also takes;
   2. loops: an edge to an address at or before its source is a back edge; its natural loop is
      the target (the header) and every block that reaches the source without passing the header;
   3. the main loop is the loop whose hot path (4.) has the most tensor instructions (HMMA,
@@ -43,6 +44,10 @@ import sys
 LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*(?:x\d+x\d+[A-Z0-9_.]*)?)"
                   r"\s*([^;]*);")
 TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
+# A branch whose condition is its first operand rather than an @P guard, e.g. sm_120's
+# "BRA.U UP0, 0xa60" (taken when the uniform predicate UP0 holds) or "BRA !P1, 0x3c00": it falls
+# through otherwise. PT and UPT (always true) are no condition.
+OPERAND_PREDICATE = re.compile(r"\s*!?U?P[0-6]\b")
 
 CATEGORIES = ["tensor", "LDSM", "copy", "MUFU", "fp32", "int", "pred", "move", "branch",
               "barrier", "other"]
@@ -125,7 +130,7 @@ def blocks_of(instrs):
         out = []
         if base in ("BRA", "JMP") and (t := TARGET.search(args)):
             out.append(int(t.group(1), 16))
-            if pred and nxt is not None:
+            if (pred or OPERAND_PREDICATE.match(args)) and nxt is not None:
                 out.append(nxt)
         elif base in ("EXIT", "RET", "BRX", "JMX"):
             if pred and nxt is not None:

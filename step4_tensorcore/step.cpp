@@ -42,7 +42,9 @@ attn::StepInfo info() {
                    .cpu = &cpu::run,
                    .gpu = ATTN_GPU_RUN(gpu::run),
                    .counted = ATTN_COUNTED_RUN(counted::run),
-                   .head_dims = {64, 80, 96, 128}};
+                   .head_dims = {64, 80, 96, 128},
+                   .min_arch = "sm_80",
+                   .min_arch_why = "mma.sync m16n8k16 (bf16) and cp.async"};
   for_each_config([&]<typename Cfg>() {
     s.configs.push_back({Cfg::name, Cfg::kAllHeadDims ? s.head_dims : std::vector<int>{64, 128}});
   });

@@ -71,7 +71,7 @@ void run_cpu(const attn::AttentionParams& p, attn::RunContext& ctx) {
 #endif
 }
 
-#if ATTN_HAVE_GPU
+#if ATTN_HAVE_GPU && ATTN_STEP_GPU
 void run_gpu(const attn::AttentionParams& p, attn::RunContext& ctx) {
 #if ATTN_HAVE_SM90A
   if (ctx.variant == "sm90a") return gpu::run_sm90a(p, ctx);
@@ -88,14 +88,17 @@ std::string default_variant(attn::Backend& backend) {
   return "sm80";
 }
 
+// The CPU backend runs either, unless it presents itself as another GPU (SIMT_PRESENT_AS).
 std::string unavailable(attn::Backend& backend, const std::string& variant) {
-  if (variant != "sm90a" || backend.name() != "gpu") return "";
-  if (!ATTN_HAVE_SM90A)
+  if (variant != "sm90a") return "";
+  if (backend.name() == "gpu" && !ATTN_HAVE_SM90A)
     return "--variant sm90a: this build has no sm_90a code (configure with "
            "-DCMAKE_CUDA_ARCHITECTURES containing 90a)";
   const attn::ComputeCapability cc = attn::compute_capability(backend);
   if (!cc.is_sm90a())
-    return "--variant sm90a: needs a compute capability 9.0 GPU (this one is " +
+    return "--variant sm90a: needs a compute capability 9.0 GPU (" +
+           std::string(backend.name() == "gpu" ? "this one is "
+                                               : "the CPU backend presents itself as ") +
            std::to_string(cc.major) + "." + std::to_string(cc.minor) + "); use --variant sm80";
   return "";
 }
@@ -109,6 +112,8 @@ attn::StepInfo info() {
       .gpu = ATTN_GPU_RUN(run_gpu),
       .counted = ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr,
       .head_dims = {64, 80, 96, 128},
+      .min_arch = "sm_80",
+      .min_arch_why = "mma.sync m16n8k16 (bf16), cp.async and mbarrier",
       .variants = {"sm80", "sm90a"},
       .default_variant = &default_variant,
       .variant_unavailable = &unavailable,

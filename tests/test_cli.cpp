@@ -22,10 +22,12 @@ struct Run {
   std::string out;  // stdout and stderr together
 };
 
+// `step` is a step's name, or a whole command (with a '/': its path, perhaps after variables).
 Run run(const std::string& args, const std::string& step = "step0_reference") {
   const std::string log = "/tmp/attn_cli_test_" + std::to_string(::getpid()) + ".log";
-  const std::string cmd =
-      std::string(ATTN_BIN_DIR) + "/" + step + " " + args + " >" + log + " 2>&1";
+  const std::string exe =
+      step.find('/') == std::string::npos ? std::string(ATTN_BIN_DIR) + "/" + step : step;
+  const std::string cmd = exe + " " + args + " >" + log + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream in(log);
   std::stringstream ss;
@@ -84,6 +86,52 @@ TEST_CASE("cli: --counters is refused with one line where it cannot count", "[cl
   CHECK(r.code == 2);
   CHECK(lines(r.out) == 1);
   CHECK_THAT(r.out, Catch::Contains("not expected: --counters"));
+}
+
+TEST_CASE("cli: below compute capability 8.0 steps 4 and 5 refuse in one line, steps 1-3 run",
+          "[cli]") {
+  // The CPU backend presenting itself as a T4 (sm_75), as a GPU of that kind would be seen.
+  for (const char* step : {"step4_tensorcore", "step5_warpspecialized"}) {
+    INFO(step);
+    const Run r = run("--backend cpu --seq 17",
+                      std::string("SIMT_PRESENT_AS=sm_75 ") + ATTN_BIN_DIR + "/" + step);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::StartsWith(std::string(step) +
+                                        ": needs compute capability 8.0 (sm_80) or newer, for "
+                                        "mma.sync m16n8k16 (bf16)"));
+    CHECK_THAT(r.out,
+               Catch::Contains("the CPU backend presents itself as sm_75 (SIMT_PRESENT_AS)"));
+  }
+  for (const char* step : {"step1_naive", "step2_tiled", "step3_fused"}) {
+    INFO(step);
+    const Run r = run("--backend cpu --seq 17 --causal",
+                      std::string("SIMT_PRESENT_AS=sm_75 ") + ATTN_BIN_DIR + "/" + step);
+    INFO(r.out);
+    CHECK(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("check PASSED"));
+  }
+  // Ampere: step 5 runs its sm_80 kernel, and refuses the Hopper one and its rungs.
+  for (const char* args : {"--variant sm90a", "--rung tma"}) {
+    INFO(args);
+    const Run r =
+        run(std::string("--backend cpu --seq 17 ") + args,
+            std::string("SIMT_PRESENT_AS=sm_80 ") + ATTN_BIN_DIR + "/step5_warpspecialized");
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::Contains("needs a compute capability 9.0 GPU (the CPU backend "
+                                      "presents itself as 8.0)"));
+  }
+  CHECK(run("--backend cpu --seq 17",
+            std::string("SIMT_PRESENT_AS=sm_80 ") + ATTN_BIN_DIR + "/step5_warpspecialized")
+            .code == 0);
+  const Run bad = run("--backend cpu --seq 17",
+                      std::string("SIMT_PRESENT_AS=turing ") + ATTN_BIN_DIR + "/step1_naive");
+  CHECK(bad.code == 2);
+  CHECK(lines(bad.out) == 1);
+  CHECK_THAT(bad.out, Catch::Contains("SIMT_PRESENT_AS=turing: not an architecture name"));
 }
 
 TEST_CASE("cli: each step's --help and flags are its own", "[cli]") {

@@ -3,6 +3,7 @@
 
 #include <vector_types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -44,6 +45,11 @@ void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::functio
 // empty function to remove it. The hook must be cheap and thread-safe.
 using ProgressHook = std::function<void(uint64_t started, uint64_t total)>;
 void set_progress_hook(ProgressHook hook);
+
+// Stops launches early: while `flag` points at true, a launch starts no further block and throws
+// KernelError ("interrupted"). Process-wide; nullptr removes it. Set from a signal handler (the
+// Python binding's Ctrl-C).
+void set_interrupt(const std::atomic<bool>* flag);
 
 // How this process switches between CUDA threads' fibers: "simt_switch_context" (the backend's
 // own, on x86-64 Linux) or "Boost.Context" (elsewhere, and wherever SIMT_FIBER=boost is set).

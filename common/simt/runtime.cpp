@@ -1395,6 +1395,14 @@ void set_progress_hook(ProgressHook hook) {
   g_progress = std::move(hook);
 }
 
+namespace {
+std::atomic<const std::atomic<bool>*> g_interrupt{nullptr};
+}  // namespace
+
+void set_interrupt(const std::atomic<bool>* flag) {
+  g_interrupt.store(flag);
+}
+
 void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body,
             const simt::where_t& where, bool instrumented) {
   const std::string site = "kernel launched at " + detail::loc(where);
@@ -1461,6 +1469,11 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
     std::vector<unsigned char> smem_storage;
     for (uint64_t i; !failed.load(std::memory_order_relaxed) && (i = next++) < nblocks;) {
       const uint64_t b = order[i];
+      if (const std::atomic<bool>* stop = g_interrupt.load(); stop != nullptr && stop->load()) {
+        std::lock_guard lock(error_mutex);
+        if (!failed.exchange(true)) error = "interrupted";
+        break;
+      }
       if (progress) progress(i + 1, nblocks);
       const uint3 bidx{static_cast<unsigned>(b % grid.x),
                        static_cast<unsigned>(b / grid.x % grid.y),
