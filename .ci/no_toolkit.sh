@@ -35,6 +35,9 @@ scripts/main.sh
 test -s results/results.csv && test -s results/chart.png && test -s results/chart.svg
 echo "ci: no toolkit: scripts/test.sh and scripts/main.sh passed (CSV and chart written)"
 
+# The Python package without the toolkit: a fresh clone, a fresh virtual environment, pip install.
+.ci/pip_install.sh "$src"
+
 # The CPU-only build with Debian's clang++ (setup.sh installs clang when CXX names it).
 CXX=clang++ scripts/setup.sh --python
 cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \

@@ -42,6 +42,13 @@ else()
        ${PROJECT_SOURCE_DIR}/.venv/lib/python3*/site-packages/nvidia/cu13/include)
   if(ATTN_CUDA_INCLUDE_DIRS)
     list(GET ATTN_CUDA_INCLUDE_DIRS 0 ATTN_CUDA_INCLUDE_DIRS)
+  elseif(Python_EXECUTABLE)
+    # `pip install .`: the wheels are build requirements (pyproject.toml), installed where the
+    # building Python imports them from.
+    execute_process(
+      COMMAND ${Python_EXECUTABLE} -c
+              "import importlib.util as u, os; s = u.find_spec('nvidia'); print(next((os.path.join(d, 'cu13', 'include') for d in (s.submodule_search_locations if s else []) if os.path.isfile(os.path.join(d, 'cu13', 'include', 'cuda_fp16.h'))), ''))"
+      OUTPUT_VARIABLE ATTN_CUDA_INCLUDE_DIRS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   endif()
   if(NOT ATTN_CUDA_INCLUDE_DIRS OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/cuda_fp16.h"
      OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/crt/host_defines.h")

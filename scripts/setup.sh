@@ -2,9 +2,10 @@
 # Installs what the project needs on a Debian machine, if it is missing: the build tools and
 # libraries (Debian packages) and, with --python, a project-local virtual environment (.venv) with
 # matplotlib for the chart, numpy and safetensors for the tensor-file tests, the CUDA headers for a
-# CPU-only build and, when ATTN_WITH_TORCH=1, PyTorch for the SDPA gate (scripts/check_sdpa.py;
-# several GB with its CUDA libraries, hence opt-in). Safe to run again: it
-# installs only what is missing.
+# CPU-only build, nanobind and pytest for the Python package (python/, built into build/python) and
+# its tests and, when ATTN_WITH_TORCH=1, PyTorch for the SDPA gate (scripts/check_sdpa.py and the
+# package's tests; several GB with its CUDA libraries, hence opt-in) and JAX (CPU) for the
+# package's DLPack tests. Safe to run again: it installs only what is missing.
 #
 # The CUDA toolkit is optional: with nvcc the build compiles every kernel for the GPU too; without
 # it the build is CPU-only (every step on the CPU SIMT backend) and this script says so.
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ binutils git libeigen3-dev catch2 libcli11-dev librandom123-dev
-          libboost-context-dev nlohmann-json3-dev python3-venv)
+          libboost-context-dev nlohmann-json3-dev python3-venv python3-dev)
 case "${CXX:-}" in
   *clang*) packages+=(clang libomp-dev) ;;
 esac
@@ -44,14 +45,15 @@ if [ "${1:-}" = "--python" ]; then
   nv=".venv/lib/python3*/site-packages/nvidia/cu13"
   # shellcheck disable=SC2086 # $nv is a glob
   if [ ! -x .venv/bin/python ] || ! have matplotlib || ! have cutlass_library || ! have numpy ||
-     ! have safetensors ||
+     ! have safetensors || ! have nanobind || ! have pytest ||
      ! [ -x $nv/bin/nvdisasm ] || ! [ -f $nv/include/cuda_fp16.h ] ||
      ! [ -f $nv/include/crt/host_defines.h ] ||
      ! [ -d $nv/include/cccl/cuda ]; then
-    echo "setup: creating .venv: matplotlib, numpy, safetensors, nvidia-cutlass (CuTe, the layout oracle), cuobjdump +" \
-      "nvdisasm, the CUDA runtime and CCCL headers"
+    echo "setup: creating .venv: matplotlib, numpy, safetensors, nanobind, pytest, nvidia-cutlass (CuTe, the layout" \
+      "oracle), cuobjdump + nvdisasm, the CUDA runtime and CCCL headers"
     python3 -m venv .venv
-    .venv/bin/pip install -q --disable-pip-version-check matplotlib numpy safetensors
+    .venv/bin/pip install -q --disable-pip-version-check matplotlib numpy safetensors nanobind \
+      pytest
     # Only CuTe's headers are used (tests/cute_layouts.cpp), so not the package's dependencies.
     .venv/bin/pip install -q --disable-pip-version-check --no-deps nvidia-cutlass
     # cuobjdump and nvdisasm, for the kernel report's PTX and SASS (scripts/kernel_report.py).
@@ -67,5 +69,9 @@ if [ "${1:-}" = "--python" ]; then
   if [ "${ATTN_WITH_TORCH:-0}" = 1 ] && ! have torch; then
     echo "setup: ATTN_WITH_TORCH=1: installing torch into .venv (the PyTorch SDPA gate)"
     .venv/bin/pip install -q --disable-pip-version-check torch
+  fi
+  if [ "${ATTN_WITH_TORCH:-0}" = 1 ] && ! have jax; then
+    echo "setup: ATTN_WITH_TORCH=1: installing jax (CPU) into .venv (the package's JAX tests)"
+    .venv/bin/pip install -q --disable-pip-version-check jax
   fi
 fi

@@ -1,0 +1,195 @@
+"""flashsteps.attention: DLPack arrays in, the same framework's arrays out."""
+
+from __future__ import annotations
+
+import operator
+import os
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import _core
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# Step 4 reads its table of tuned tile configurations at run time; the package carries a copy.
+_TUNED_TABLE = os.path.join(_HERE, "step4_tensorcore_tuned_configs.csv")
+# What counters=True returns: the counted columns of the result CSV (docs/profiling.md says what
+# Nsight Compute metric each stands for) and the speed-of-light model's figures.
+_COUNTER_FIELDS = (
+    "gld_requests", "gld_sectors", "gld_bytes", "gst_requests", "gst_sectors", "gst_bytes",
+    "ldgsts_requests", "ldgsts_sectors", "ldgsts_bytes", "tma_copies", "tma_sectors", "tma_bytes",
+    "dram_bytes_min", "global_bytes_moved", "lds_wavefronts", "lds_conflicts", "sts_wavefronts",
+    "sts_conflicts", "ldsm_wavefronts", "ldsm_conflicts", "ldgsts_conflicts", "mma", "wgmma",
+    "tensor_flops", "tensor_share", "block_barriers", "named_barriers", "mbarrier_ops", "shuffles",
+    "votes", "model_gpu", "model_us", "model_bound")
+_DLPACK_CPU, _DLPACK_CUDA = 1, 2  # DLDeviceType
+
+
+def steps() -> list[dict[str, Any]]:
+    """The steps, in course order, each a dict: name, kernels (False: plain C++ on the CPU),
+    head_dims (empty: any up to 256), variants, configs, min_arch (the compute capability its
+    kernels need; empty: any this build targets), counted (counters=True works), and rungs, a
+    list of (name, idea) in ladder order (the last is the step's own kernel)."""
+    return _core.steps()
+
+
+def _number(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, not {value!r}")
+    return bool(value)
+
+
+def _real(name: str, value: Any) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                     np.floating)):
+        raise TypeError(f"{name} must be a number, not {value!r}")
+    return float(value)
+
+
+def _text(name: str, value: Any, allow_none: bool = True) -> str | None:
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string{' or None' if allow_none else ''}, "
+                        f"not {value!r}")
+    return value
+
+
+def _lengths(name: str, value: Sequence[int] | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        lengths = [operator.index(x) for x in value]
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of integers (one per batch)") from None
+    for n in lengths:
+        if not -2**31 <= n < 2**31:
+            raise ValueError(f"{name}: {n} is not a length")
+    return lengths
+
+
+def _device(name: str, a: Any) -> tuple[int, int]:
+    try:
+        kind, index = a.__dlpack_device__()
+    except AttributeError:
+        raise TypeError(f"{name} must be an array that supports DLPack (NumPy, PyTorch, JAX), "
+                        f"not {type(a).__name__}") from None
+    return int(kind), int(index)
+
+
+def attention(q: Any, k: Any, v: Any, step: str = "step4_tensorcore", *, causal: bool = False,
+              scale: float | None = None, seqlens_q: Sequence[int] | None = None,
+              seqlens_k: Sequence[int] | None = None, dropout: float = 0.0, seed: int = 0,
+              rung: str | int | None = None, variant: str | None = None, dtype: str | None = None,
+              schedule: str = "forward", config: str | None = None, check: bool = False,
+              counters: bool = False, model_gpu: str | None = None) -> tuple[Any, ...]:
+    """O = softmax(scale * Q K^T + mask) V, and the log-sum-exp of each row, by one step.
+
+    q: (batch, heads, seqlen_q, head_dim); k, v: (batch, heads_kv, seqlen_k, head_dim), heads a
+    multiple of heads_kv (GQA): the layout of torch.nn.functional.scaled_dot_product_attention.
+    Any strides. fp16 or bf16 arrays run in their dtype; float32/float64 arrays are rounded to
+    `dtype` ('fp16' or 'bf16', required for them). Any DLPack array: a NumPy array, a PyTorch
+    tensor or a JAX array in host memory runs on the CPU backend (the kernels executed by the
+    project's SIMT emulator: slow, exact, every barrier and asynchronous copy checked); a PyTorch
+    CUDA tensor runs the GPU build on the tensor's device (the inputs and outputs pass through
+    host memory, ordered with the tensor's current stream: for learning, not for speed).
+
+    step: a name from flashsteps.steps() ('step0_reference' .. 'step5_warpspecialized').
+    causal: the mask aligned bottom-right (FlashAttention-2's convention; SDPA's is_causal is
+    top-left). scale: default 1/sqrt(head_dim). seqlens_q, seqlens_k: per-batch lengths (rows
+    past a batch's length: O = 0 and LSE = -inf). dropout: probability in [0, 1), the elements
+    dropped chosen by Philox from `seed` and (b, h, i, j), the same in every step. rung: a rung
+    of the step's ladder, by name or number (python -m flashsteps lists them). variant: step 5's
+    'sm80' or 'sm90a'. schedule: the order the CPU backend runs threads between synchronisation
+    points ('forward', 'reverse', 'random[:SEED]'): results must not depend on it. config: a tile
+    configuration (step 4). check: also compare with the FP64 reference (RuntimeError if it
+    fails). counters: also return what the kernels did, counted on the CPU backend as Nsight
+    Compute would (global sectors and bytes, shared-memory wavefronts and bank conflicts, tensor
+    instructions, ...) and a speed-of-light model of it on `model_gpu` (a GPU the model knows,
+    'H100 SXM' by default; labelled a model, not a measurement), as a dict.
+
+    Returns (o, lse) in the input's framework and device: o in the input's dtype (float32 for
+    float32/float64 inputs), lse float32 (batch, heads, seqlen_q); with counters=True,
+    (o, lse, counters). Raises ValueError for invalid input (the step executables' one-line
+    messages), TypeError for an argument of the wrong kind, MemoryError for a problem that does
+    not fit, RuntimeError for a failed check, KeyboardInterrupt on Ctrl-C (CPU backend).
+    """
+    arrays = {"q": q, "k": k, "v": v}
+    devices = {name: _device(name, a) for name, a in arrays.items()}
+    if len(set(devices.values())) != 1:
+        raise ValueError("q, k and v must be on one device; they are on "
+                         + ", ".join(f"{n}: {_device_name(d)}" for n, d in devices.items()))
+    kind, index = devices["q"]
+    backend, gpu_device = "cpu", 0
+    if kind == _DLPACK_CUDA:
+        if not type(q).__module__.startswith("torch"):
+            raise ValueError(f"q is a {type(q).__module__} array on {_device_name((kind, index))}:"
+                             " CUDA arrays are taken as PyTorch tensors; pass a torch.Tensor (or"
+                             " a host array for the CPU backend)")
+        backend, gpu_device = "gpu", index
+        # .cpu() waits for the work queued on the tensor's stream; detach: DLPack exports no
+        # autograd graph.
+        arrays = {n: a.detach().cpu() for n, a in arrays.items()}
+    elif kind != _DLPACK_CPU:
+        raise ValueError(f"q is on {_device_name((kind, index))}: only host (CPU) arrays and "
+                         "PyTorch CUDA tensors are supported")
+    elif type(q).__module__.startswith("torch"):
+        arrays = {n: a.detach() for n, a in arrays.items()}
+    step = _text("step", step, allow_none=False)
+    if isinstance(rung, bool) or not isinstance(rung, (str, int, np.integer, type(None))):
+        raise TypeError(f"rung must be a name, a number or None, not {rung!r}")
+    seed = operator.index(seed)
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed={seed}: must be in [0, 2^64)")
+    o, lse, row, _notes = _core.run(
+        step, arrays["q"], arrays["k"], arrays["v"], dtype=_text("dtype", dtype),
+        causal=_flag("causal", causal), scale=None if scale is None else _real("scale", scale),
+        seqlens_q=_lengths("seqlens_q", seqlens_q), seqlens_k=_lengths("seqlens_k", seqlens_k),
+        dropout=_real("dropout", dropout), seed=seed,
+        rung=None if rung is None else str(rung), variant=_text("variant", variant),
+        backend=backend, gpu_device=gpu_device,
+        schedule=_text("schedule", schedule, allow_none=False), config=_text("config", config),
+        tuned_table=_TUNED_TABLE if os.path.exists(_TUNED_TABLE) else None,
+        check=_flag("check", check), counters=_flag("counters", counters),
+        model_gpu=_text("model_gpu", model_gpu),
+        handle_sigint=threading.current_thread() is threading.main_thread())
+    o, lse = _like(q, o), _like(q, lse, keep_float32=True)
+    if counters:
+        return o, lse, {f: _number(row[f]) for f in _COUNTER_FIELDS}
+    return o, lse
+
+
+def _device_name(device: tuple[int, int]) -> str:
+    names = {_DLPACK_CPU: "cpu", _DLPACK_CUDA: "cuda", 3: "cuda (pinned host)", 4: "OpenCL",
+             7: "Vulkan", 8: "Metal", 10: "ROCm", 13: "cuda (managed)", 14: "oneAPI"}
+    return f"{names.get(device[0], f'DLPack device type {device[0]}')}:{device[1]}"
+
+
+def _like(ref: Any, a: np.ndarray, keep_float32: bool = False) -> Any:
+    """`a` (float32) as an array of `ref`'s framework, device and 16-bit dtype (float32 when
+    `keep_float32` or when ref is float32/float64). Every fp16 and bf16 value is a float32
+    exactly, so the conversion loses nothing."""
+    module = type(ref).__module__
+    if module.startswith("torch"):
+        import torch
+        t = torch.from_numpy(a)
+        sixteen = ref.dtype in (torch.float16, torch.bfloat16)
+        return t.to(device=ref.device, dtype=ref.dtype if sixteen and not keep_float32
+                    else torch.float32)
+    if module.startswith("jax"):
+        import jax.numpy as jnp
+        sixteen = ref.dtype in (jnp.float16, jnp.bfloat16)
+        return jnp.asarray(a, dtype=ref.dtype if sixteen and not keep_float32 else jnp.float32)
+    if isinstance(ref, np.ndarray) and ref.dtype == np.float16 and not keep_float32:
+        return a.astype(np.float16)
+    return a

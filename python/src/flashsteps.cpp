@@ -1,0 +1,351 @@
+// flashsteps._core: the steps called from Python. Each call goes through the harness the step
+// executables use (attn::run_step): the same validation and messages, the same backends, the same
+// check against the FP64 reference and counters. What this file adds is the translation: DLPack
+// arrays in, float32 NumPy arrays out, harness outcomes as Python exceptions, the GIL released
+// while a step runs, and Ctrl-C turned into an interrupt of a CPU-backend run.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/harness.h"
+#include "common/memory.h"
+#include "common/simt/launch.h"
+#include "common/sol_model.h"
+#include "common/steps.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+const std::vector<attn::StepInfo>& all_steps() {
+  static const std::vector<attn::StepInfo> steps = [] {
+    std::vector<attn::StepInfo> all = {attn::step0_info()};
+    for (attn::StepInfo& s : attn::kernel_steps()) all.push_back(std::move(s));
+    return all;
+  }();
+  return steps;
+}
+
+const attn::StepInfo& find_step(const std::string& name) {
+  std::string known;
+  for (const auto& s : all_steps()) {
+    if (s.name == name) return s;
+    known += (known.empty() ? "" : ", ") + s.name;
+  }
+  throw nb::value_error(("unknown step '" + name + "' (the steps: " + known + ")").c_str());
+}
+
+nb::list steps() {
+  nb::list out;
+  for (const auto& s : all_steps()) {
+    nb::dict d;
+    d["name"] = s.name;
+    d["kernels"] = s.gpu != nullptr;
+    d["head_dims"] = s.head_dims;
+    d["variants"] = s.variants;
+    std::vector<std::string> configs;
+    for (const auto& c : s.configs) configs.push_back(c.name);
+    d["configs"] = configs;
+    d["min_arch"] = s.min_arch;
+    d["counted"] = s.counted != nullptr;
+    std::vector<std::pair<std::string, std::string>> rungs;
+    for (const auto& r : s.rungs) rungs.emplace_back(r.name, r.idea);
+    d["rungs"] = rungs;
+    out.append(d);
+  }
+  return out;
+}
+
+// float64 rounded to the 16-bit type at once (through float32 it could round twice).
+attn::Bits16 bits_of_double(double v, attn::DType dtype) {
+  if (dtype == attn::DType::fp16) return static_cast<__half_raw>(__double2half(v)).x;
+  return static_cast<__nv_bfloat16_raw>(__double2bfloat16(v)).x;
+}
+
+// Raw 16-bit storage from an array of any strides: fp16 and bf16 as they are, float32 and float64
+// rounded to `dtype` (round to nearest even, as attn::to_bits). Throws attn::OutOfMemory when the
+// copy would not fit.
+std::vector<attn::Bits16> bits_of(const char* name, const nb::ndarray<nb::ro>& a,
+                                  attn::DType dtype) {
+  const size_t n0 = a.shape(0), n1 = a.shape(1), n2 = a.shape(2), n3 = a.shape(3);
+  std::vector<attn::Bits16> out;
+  attn::host_resize(out, n0 * n1 * n2 * n3, std::string(name) + " (its 16-bit copy)");
+  const nb::dlpack::dtype t = a.dtype();
+  const auto* base = static_cast<const unsigned char*>(a.data());
+  const size_t item = t.bits / 8;
+  size_t x = 0;
+  for (size_t i0 = 0; i0 < n0; ++i0)
+    for (size_t i1 = 0; i1 < n1; ++i1)
+      for (size_t i2 = 0; i2 < n2; ++i2)
+        for (size_t i3 = 0; i3 < n3; ++i3, ++x) {
+          const int64_t at = int64_t(i0) * a.stride(0) + int64_t(i1) * a.stride(1) +
+                             int64_t(i2) * a.stride(2) + int64_t(i3) * a.stride(3);
+          const unsigned char* p = base + at * int64_t(item);
+          if (t.bits == 16) {
+            std::memcpy(&out[x], p, 2);
+          } else if (t.bits == 32) {
+            float v;
+            std::memcpy(&v, p, 4);
+            out[x] = attn::to_bits(v, dtype);
+          } else {
+            double v;
+            std::memcpy(&v, p, 8);
+            out[x] = bits_of_double(v, dtype);
+          }
+        }
+  return out;
+}
+
+std::string shape_of(const nb::ndarray<nb::ro>& a) {
+  std::string s = "(";
+  for (size_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+// The dtype the kernels compute in: that of 16-bit inputs, or `requested` for float32/float64
+// ones. Refuses anything else, and a `requested` that contradicts 16-bit inputs.
+attn::DType input_dtype(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>& k,
+                        const nb::ndarray<nb::ro>& v, const std::optional<std::string>& requested) {
+  using Code = nb::dlpack::dtype_code;
+  auto kind = [](const nb::ndarray<nb::ro>& a, const char* name) -> std::string {
+    const nb::dlpack::dtype t = a.dtype();
+    if (t.lanes == 1 && t.code == uint8_t(Code::Float) && t.bits == 16) return "fp16";
+    if (t.lanes == 1 && t.code == uint8_t(Code::Bfloat) && t.bits == 16) return "bf16";
+    if (t.lanes == 1 && t.code == uint8_t(Code::Float) && (t.bits == 32 || t.bits == 64))
+      return t.bits == 32 ? "float32" : "float64";
+    throw nb::value_error((std::string(name) +
+                           ": unsupported dtype (fp16, bf16, or float32/float64 with dtype='fp16' "
+                           "or 'bf16')")
+                              .c_str());
+  };
+  const std::string kq = kind(q, "q"), kk = kind(k, "k"), kv = kind(v, "v");
+  if (kq != kk || kq != kv)
+    throw nb::value_error(
+        ("q, k and v must have one dtype: " + kq + ", " + kk + ", " + kv).c_str());
+  if (kq == "fp16" || kq == "bf16") {
+    if (requested && *requested != kq)
+      throw nb::value_error(
+          ("dtype='" + *requested + "' but q, k and v are " + kq + ": leave dtype out").c_str());
+    return kq == "fp16" ? attn::DType::fp16 : attn::DType::bf16;
+  }
+  if (!requested)
+    throw nb::value_error(("q, k and v are " + kq +
+                           ": pass dtype='fp16' or 'bf16', the precision the kernels compute in "
+                           "(the inputs are rounded to it)")
+                              .c_str());
+  const std::optional<attn::DType> t = attn::parse_dtype(*requested);
+  if (!t) throw nb::value_error(("dtype='" + *requested + "': use 'fp16' or 'bf16'").c_str());
+  return *t;
+}
+
+// Ctrl-C during a run: the handler sets the flag the CPU backend checks at each block (common/
+// simt/launch.h); Python's own handler is put back when the run ends.
+std::atomic<bool> g_interrupt{false};
+extern "C" void on_sigint(int) {
+  g_interrupt.store(true);
+}
+
+class SigintToInterrupt {
+ public:
+  explicit SigintToInterrupt(bool install) : installed_(install) {
+    g_interrupt.store(false);
+    if (!installed_) return;
+    struct sigaction sa {};
+    sa.sa_handler = &on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &previous_);
+  }
+  ~SigintToInterrupt() {
+    if (installed_) sigaction(SIGINT, &previous_, nullptr);
+  }
+  SigintToInterrupt(const SigintToInterrupt&) = delete;
+  SigintToInterrupt& operator=(const SigintToInterrupt&) = delete;
+
+ private:
+  bool installed_;
+  struct sigaction previous_ {};
+};
+
+// One run at a time in a process: the CPU backend's schedule, counters and interrupt flag are
+// process-wide.
+std::mutex g_run_mutex;
+
+[[noreturn]] void raise(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw nb::python_error();
+}
+
+nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
+              const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
+              const std::optional<std::string>& dtype, bool causal, std::optional<float> scale,
+              std::optional<std::vector<int>> seqlens_q, std::optional<std::vector<int>> seqlens_k,
+              float dropout, uint64_t seed, const std::optional<std::string>& rung,
+              const std::optional<std::string>& variant, const std::string& backend, int gpu_device,
+              const std::string& schedule, const std::optional<std::string>& config,
+              const std::optional<std::string>& tuned_table, bool check, bool counters,
+              const std::optional<std::string>& model_gpu, bool handle_sigint) {
+  const attn::StepInfo& step = find_step(step_name);
+  for (auto [name, a] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) {
+    if (a->device_type() != nb::device::cpu::value)
+      throw nb::value_error((std::string(name) +
+                             ": the array must be in host memory here (flashsteps.attention "
+                             "copies a CUDA array to the host)")
+                                .c_str());
+    if (a->ndim() != 4)
+      throw nb::value_error((std::string(name) + " has shape " + shape_of(*a) +
+                             ": expected 4 dimensions (batch, heads, seqlen, head_dim)")
+                                .c_str());
+  }
+  if (k.shape(0) != q.shape(0) || k.shape(3) != q.shape(3))
+    throw nb::value_error(("q has shape " + shape_of(q) + " and k " + shape_of(k) +
+                           ": batch (dim 0) and head_dim (dim 3) must match")
+                              .c_str());
+  if (v.shape(0) != k.shape(0) || v.shape(1) != k.shape(1) || v.shape(2) != k.shape(2) ||
+      v.shape(3) != k.shape(3))
+    throw nb::value_error(
+        ("k has shape " + shape_of(k) + " and v " + shape_of(v) + ": they must match").c_str());
+  for (size_t d = 0; d < 4; ++d)
+    if (q.shape(d) > size_t(std::numeric_limits<int>::max()) ||
+        k.shape(d) > size_t(std::numeric_limits<int>::max()))
+      throw nb::value_error(
+          ("q " + shape_of(q) + ", k " + shape_of(k) + ": a size beyond 2^31").c_str());
+
+  attn::Options opt;
+  attn::Problem& p = opt.problem;
+  p.dtype = input_dtype(q, k, v, dtype);
+  p.batch = int(q.shape(0));
+  p.heads = int(q.shape(1));
+  p.seqlen_q = int(q.shape(2));
+  p.dim = int(q.shape(3));
+  p.heads_kv = int(k.shape(1));
+  p.seqlen_k = int(k.shape(2));
+  p.causal = causal;
+  p.scale = scale;
+  p.dropout = dropout;
+  p.seed = seed;
+  if (seqlens_q) p.seqlens_q = *seqlens_q;
+  if (seqlens_k) p.seqlens_k = *seqlens_k;
+  // The step executables' checks and messages (common/cli.cpp), in the same words.
+  auto refuse = [&](const std::string& why) { raise(PyExc_ValueError, step.name + ": " + why); };
+  if (const std::string why = attn::validate(p); !why.empty()) refuse(why);
+  if (backend != "cpu" && backend != "gpu") refuse("backend='" + backend + "': use 'cpu' or 'gpu'");
+  try {
+    simt::parse_schedule(schedule);
+  } catch (const std::invalid_argument& e) {
+    refuse(std::string("--schedule: ") + e.what());
+  }
+  if (model_gpu && !counters) refuse("--model-gpu models a counted run: add --counters");
+  opt.model_gpu = model_gpu.value_or(opt.model_gpu);
+  if (!attn::find_gpu(opt.model_gpu)) {
+    std::string known;
+    for (const attn::GpuSpec& g : attn::model_gpus()) known += (known.empty() ? "" : ", ") + g.name;
+    refuse("--model-gpu " + opt.model_gpu + ": not a GPU the model knows (" + known + ")");
+  }
+  if (counters && step.gpu != nullptr && step.counted == nullptr)
+    refuse(
+        "--counters: this build of flashsteps has no counted copy of the kernels (they need "
+        "g++ and ATTN_COUNTERS=ON: pip install . -C cmake.define.ATTN_COUNTERS=ON)");
+  opt.backend = backend;
+  opt.gpu_device = gpu_device;
+  opt.schedule = schedule;
+  opt.variant = variant.value_or("");
+  opt.rung = rung.value_or("");
+  opt.config = config.value_or("");
+  opt.tuned_table = tuned_table.value_or("");
+  opt.check = check;
+  opt.counters = counters;
+  opt.iters = 0;  // the checked run alone
+  opt.warmup = 0;
+  opt.keep_outputs = true;
+  opt.interrupt = &g_interrupt;
+
+  attn::HostInputs in;
+  try {
+    in.q = bits_of("q", q, p.dtype);
+    in.k = bits_of("k", k, p.dtype);
+    in.v = bits_of("v", v, p.dtype);
+  } catch (const attn::OutOfMemory& e) {
+    raise(PyExc_MemoryError, step.name + ": " + e.what());
+  }
+  opt.inputs = &in;
+
+  attn::RunOutcome r;
+  {
+    nb::gil_scoped_release no_gil;
+    std::lock_guard lock(g_run_mutex);
+    SigintToInterrupt sigint(handle_sigint);
+    r = attn::run_step(step, opt);
+  }
+  if (r.interrupted) raise(PyExc_KeyboardInterrupt, r.message);
+  if (r.exit_code == 2) raise(r.out_of_memory ? PyExc_MemoryError : PyExc_ValueError, r.message);
+  if (!r.ran) raise(PyExc_RuntimeError, r.message);
+  if (r.row.checked && !r.row.check.passed)
+    raise(PyExc_RuntimeError,
+          r.row.step + ": check against the FP64 reference FAILED: " + r.row.check.first_failure);
+
+  // O as float32 (every fp16 and bf16 value is one exactly), LSE as it is.
+  const size_t rows = size_t(p.batch) * p.heads * p.seqlen_q;
+  auto o = std::make_unique<float[]>(rows * p.dim);
+  for (size_t x = 0; x < rows * p.dim; ++x) o[x] = attn::from_bits(r.o[x], p.dtype);
+  auto lse = std::make_unique<float[]>(rows);
+  std::memcpy(lse.get(), r.lse.data(), rows * sizeof(float));
+  auto owner = [](std::unique_ptr<float[]>& data) {
+    return nb::capsule(data.release(),
+                       [](void* ptr) noexcept { delete[] static_cast<float*>(ptr); });
+  };
+  nb::capsule o_owner = owner(o), lse_owner = owner(lse);
+  const size_t o_shape[4] = {size_t(p.batch), size_t(p.heads), size_t(p.seqlen_q), size_t(p.dim)};
+  const size_t lse_shape[3] = {size_t(p.batch), size_t(p.heads), size_t(p.seqlen_q)};
+  nb::ndarray<nb::numpy, float> o_array(o_owner.data(), 4, o_shape, o_owner);
+  nb::ndarray<nb::numpy, float> lse_array(lse_owner.data(), 3, lse_shape, lse_owner);
+
+  nb::dict row;
+  const std::vector<std::string> fields = attn::csv_fields(r.row);
+  for (size_t i = 0; i < fields.size(); ++i) row[attn::csv_columns()[i].c_str()] = fields[i];
+  return nb::make_tuple(o_array, lse_array, row, r.message);
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() =
+      "The steps of FlashAttention in six steps, called through the harness the step "
+      "executables use (flashsteps.attention wraps run with DLPack arrays).";
+  m.def("steps", &steps,
+        "The steps, each a dict: name, kernels (False: plain C++), head_dims, variants, configs, "
+        "min_arch, counted (a counted copy is built), rungs [(name, idea)].");
+  m.def("run", &run, nb::arg("step"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::kw_only(),
+        nb::arg("dtype").none() = nb::none(), nb::arg("causal") = false,
+        nb::arg("scale").none() = nb::none(), nb::arg("seqlens_q").none() = nb::none(),
+        nb::arg("seqlens_k").none() = nb::none(), nb::arg("dropout") = 0.0f, nb::arg("seed") = 0,
+        nb::arg("rung").none() = nb::none(), nb::arg("variant").none() = nb::none(),
+        nb::arg("backend") = "cpu", nb::arg("gpu_device") = 0, nb::arg("schedule") = "forward",
+        nb::arg("config").none() = nb::none(), nb::arg("tuned_table").none() = nb::none(),
+        nb::arg("check") = false, nb::arg("counters") = false,
+        nb::arg("model_gpu").none() = nb::none(), nb::arg("handle_sigint") = false,
+        "Runs a step on host arrays q (B, H, Sq, D), k and v (B, Hkv, Sk, D). Returns (o, lse, "
+        "row, notes): o float32 (B, H, Sq, D), lse float32 (B, H, Sq), row the result row's CSV "
+        "fields (str), notes the harness's notes. Raises ValueError for invalid input, "
+        "MemoryError for a problem that does not fit, RuntimeError for a failed check or a "
+        "fault, KeyboardInterrupt when handle_sigint and Ctrl-C stops the run.");
+  m.attr("gpu_built") = attn::gpu_backend_built();
+  m.attr("cuda_architectures") = std::string(ATTN_CUDA_ARCHITECTURES);
+  m.attr("commit") = attn::build_commit();
+  m.attr("cuda_toolkit") = attn::cuda_toolkit_version();
+}

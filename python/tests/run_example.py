@@ -1,0 +1,24 @@
+#!/usr/bin/env python3
+"""Runs python/examples/attention_layer.py as a reader would (CTest: python.example_attention_layer)
+for two steps, and fails unless it passes. Without PyTorch it prints "skipped: ..." and exits 77,
+except where CI asked for PyTorch (ATTN_WITH_TORCH=1): then that is a failure."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+example = sys.argv[1]
+if importlib.util.find_spec("torch") is None:
+    if os.environ.get("ATTN_WITH_TORCH") == "1":
+        print("run_example: ATTN_WITH_TORCH=1 but torch cannot be imported")
+        sys.exit(1)
+    print("skipped: PyTorch is not installed (ATTN_WITH_TORCH=1 scripts/setup.sh --python "
+          "installs it)")
+    sys.exit(77)
+status = 0
+for args in ([], ["--step", "step2_tiled", "--rung", "warps", "--dtype", "bf16"]):
+    r = subprocess.run([sys.executable, example, *args], capture_output=True, text=True)
+    print(r.stdout.strip(), r.stderr.strip(), sep="\n" if r.stderr.strip() else "")
+    if r.returncode != 0 or "PASSED" not in r.stdout:
+        status = 1
+sys.exit(status)

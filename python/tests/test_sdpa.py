@@ -1,0 +1,49 @@
+"""Every step on PyTorch tensors against torch.nn.functional.scaled_dot_product_attention in
+float64, over the test matrix (fp16 and bf16, head dims 64-128, lengths 1 to 1000, causal masks,
+GQA, per-batch lengths, custom scales). SDPA's is_causal is aligned top-left, this project's
+causal mask bottom-right (FlashAttention-2's convention), so the mask is built explicitly and
+passed as attn_mask (scripts/check_sdpa.py's reference, shared). Skipped without PyTorch; CI
+installs it (ATTN_WITH_TORCH=1), where a missing torch fails instead."""
+import os
+import sys
+
+import pytest
+
+import flashsteps
+import reference
+from conftest import STEPS, torch_or_skip
+from test_matrix import CASES as MATRIX, case_id
+
+# SDPA in float64 with the explicit mask, per-batch lengths and empty rows: the reference of the
+# executables' SDPA gate.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from check_sdpa import reference as sdpa  # noqa: E402
+
+# The test matrix's cases (tests/matrix.h, test_matrix.py) but those with dropout, whose dropped
+# elements SDPA cannot be given (test_matrix.py checks those against NumPy).
+CASES = [c for c in MATRIX if c[10] == 0]
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("step", STEPS)
+def test_step_against_sdpa(step, case):
+    torch = torch_or_skip()
+    dtype, B, H, Hkv, Sq, Sk, D, causal, lq, lk, _, scale = case
+    tdt = torch.float16 if dtype == "fp16" else torch.bfloat16
+    g = torch.Generator().manual_seed(3)
+    # Drawn as (batch, seqlen, heads, dim), the layout of a model's projections, and transposed:
+    # the binding takes any strides.
+    q, k, v = ((0.5 + 2 * torch.rand(B, s, h, D, generator=g, dtype=torch.float64) - 1)
+               .to(tdt).transpose(1, 2) for h, s in ((H, Sq), (Hkv, Sk), (Hkv, Sk)))
+    assert not q.is_contiguous() or Sq == 1  # (a single row is contiguous either way)
+    q.requires_grad_(True)  # a tensor of a model: detached by the binding, not refused
+    o, lse = flashsteps.attention(q, k, v, step, causal=causal, seqlens_q=lq, seqlens_k=lk,
+                                  scale=scale)
+    assert isinstance(o, torch.Tensor) and o.dtype == tdt and o.device == q.device
+    assert lse.dtype == torch.float32 and tuple(lse.shape) == (B, H, Sq)
+    # float32 as the steps take it: 1 / sqrt(D) by default.
+    scale = float(torch.tensor(D ** -0.5 if scale is None else scale, dtype=torch.float32))
+    ref_o, ref_lse = sdpa(torch, torch.nn.functional, q.detach(), k, v, causal, lq, lk, scale)
+    why = reference.gate(o.double().numpy(), lse.double().numpy(), ref_o.numpy(), ref_lse.numpy(),
+                         dtype)
+    assert why is None, f"{step}: {why}"
