@@ -47,16 +47,17 @@ else()
     # building Python imports them from.
     execute_process(
       COMMAND ${Python_EXECUTABLE} -c
-              "import importlib.util as u, os; s = u.find_spec('nvidia'); print(next((os.path.join(d, 'cu13', 'include') for d in (s.submodule_search_locations if s else []) if os.path.isfile(os.path.join(d, 'cu13', 'include', 'cuda_fp16.h'))), ''))"
+              "import importlib.util as u, os; s = u.find_spec('nvidia'); print(next((os.path.join(d, 'cu13', 'include') for d in (s.submodule_search_locations if s else []) if all(os.path.isfile(os.path.join(d, 'cu13', 'include', f)) for f in ('cuda_fp16.h', 'crt/host_defines.h', 'nv/target')))), ''))"
       OUTPUT_VARIABLE ATTN_CUDA_INCLUDE_DIRS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   endif()
   if(NOT ATTN_CUDA_INCLUDE_DIRS OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/cuda_fp16.h"
-     OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/crt/host_defines.h")
+     OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/crt/host_defines.h"
+     OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/nv/target")
     message(FATAL_ERROR
       "CPU-only build: the CUDA headers for the 16-bit types (cuda_fp16.h, cuda_bf16.h) are not in "
       ".venv. Install them with:\n  scripts/setup.sh --python\n"
-      "(it pip-installs nvidia-cuda-runtime and nvidia-cuda-crt, the headers without the "
-      "toolkit, into .venv).")
+      "(it pip-installs nvidia-cuda-runtime, nvidia-cuda-crt and nvidia-cuda-cccl, the headers "
+      "without the toolkit, into .venv).")
   endif()
   set(ATTN_CUDA_VERSION "none")
 endif()

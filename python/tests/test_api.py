@@ -143,11 +143,21 @@ def test_bad_arrays_and_arguments():
 
 
 def test_a_failed_check_raises():
-    """check=True compares with the FP64 reference; a step that passes returns normally. (A
-    failing one raises RuntimeError: the C++ tests plant such bugs; here the check is run.)"""
+    """check=True compares with the FP64 reference: a passing step returns, a failing one raises
+    RuntimeError. A correct kernel fails it where its FP32 arithmetic cannot hold the answer:
+    V at 2e38 (bf16 holds it) and dropout 0.999 scale the kept keys by 1000, and a row's output
+    overflows FP32 to inf, which the reference (FP64) does not."""
     q, k, v = fp16()
     o, lse = flashsteps.attention(q, k, v, "step4_tensorcore", causal=True, check=True)
     assert np.isfinite(o).all()
+    q = np.zeros((1, 1, 64, 64), np.float32)
+    k = np.zeros((1, 1, 1000, 64), np.float32)
+    v = np.full((1, 1, 1000, 64), 2e38, np.float32)
+    o, _ = flashsteps.attention(q, k, v, "step3_fused", dtype="bf16", dropout=0.999)
+    assert np.isinf(o).any()  # unchecked: the kernel's answer, as it is
+    with pytest.raises(RuntimeError, match=r"^step3_fused: check against the FP64 reference "
+                                           r"FAILED: .* NaN or Inf"):
+        flashsteps.attention(q, k, v, "step3_fused", dtype="bf16", dropout=0.999, check=True)
 
 
 def test_memory_error_when_the_inputs_do_not_fit():
