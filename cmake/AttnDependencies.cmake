@@ -47,7 +47,7 @@ else()
     # building Python imports them from.
     execute_process(
       COMMAND ${Python_EXECUTABLE} -c
-              "import importlib.util as u, os; s = u.find_spec('nvidia'); print(next((os.path.join(d, 'cu13', 'include') for d in (s.submodule_search_locations if s else []) if all(os.path.isfile(os.path.join(d, 'cu13', 'include', f)) for f in ('cuda_fp16.h', 'crt/host_defines.h', 'nv/target')))), ''))"
+              "import importlib.util as u, os; s = u.find_spec('nvidia'); print(next((os.path.join(d, 'cu13', 'include') for d in (s.submodule_search_locations if s else []) if all(os.path.isfile(os.path.join(d, 'cu13', 'include', f)) for f in ('cuda_fp16.h', 'crt/host_defines.h', 'nv/target'))), ''))"
       OUTPUT_VARIABLE ATTN_CUDA_INCLUDE_DIRS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   endif()
   if(NOT ATTN_CUDA_INCLUDE_DIRS OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/cuda_fp16.h"

@@ -59,6 +59,7 @@ the figures --compare checked between <!-- compare:begin --> and <!-- compare:en
 Markdown file.
 """
 import argparse
+import concurrent.futures
 import glob
 import gzip
 import hashlib
@@ -593,6 +594,9 @@ def main():
                          "other runs sooner")
     ap.add_argument("--steps", nargs="+", metavar="STEP",
                     help="only these steps and their rungs")
+    ap.add_argument("--disassemble", action="store_true",
+                    help="only disassemble the objects into the build's kernel_report_cache/, "
+                         "several at once (CTest runs this once, before the checks that read it)")
     ap.add_argument("--save-mainloop", metavar="FILE")
     ap.add_argument("--baseline", metavar="FILE")
     ap.add_argument("--chapter", metavar="README")
@@ -629,6 +633,18 @@ def main():
         print(f"kernel_report: no kernels of {' '.join(args.steps or ['any step'])} on "
               f"{args.archs or 'any architecture'} in {args.build}", file=sys.stderr)
         return 2
+    if args.disassemble:
+        cuobjdump = find_tool("cuobjdump")
+        if cuobjdump is None:
+            print("kernel_report: --disassemble: no cuobjdump (scripts/setup.sh --python installs "
+                  "it into .venv)", file=sys.stderr)
+            return 2
+        pairs = sorted({(r["obj"], r["arch"]) for r in rows})
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            list(pool.map(lambda p: instructions(cuobjdump, p[0], p[1], args.build), pairs))
+        print(f"kernel_report: {len(pairs)} objects x architectures disassembled into "
+              f"{os.path.join(args.build, 'kernel_report_cache')}")
+        return 0
     # The main loops (the slowest part) only where a table or a check reads them.
     need_loops = bool(args.out or args.budget or args.compare or args.rungs_chapter
                       or args.check_rungs_chapter or args.chapter or args.save_mainloop
