@@ -35,6 +35,20 @@ function(attn_cuda_architectures_from out min)
   set(${out} "${kept}" PARENT_SCOPE)
 endfunction()
 
+# attn_lowest_architecture(<out-var> <archs>): the entry of <archs> with the lowest compute
+# capability, as machine code and PTX ("80-real" -> "80"; "90a" stays "90a").
+function(attn_lowest_architecture out archs)
+  set(lowest "")
+  foreach(arch ${archs})
+    string(REGEX MATCH "^([0-9]+)(a?)" _ ${arch})
+    if(lowest STREQUAL "" OR CMAKE_MATCH_1 LESS lowest_cc)
+      set(lowest_cc ${CMAKE_MATCH_1})
+      set(lowest ${CMAKE_MATCH_1}${CMAKE_MATCH_2})
+    endif()
+  endforeach()
+  set(${out} ${lowest} PARENT_SCOPE)
+endfunction()
+
 # attn_add_step(<name> KERNEL <kernel.cu> INFO <step.cpp> MAIN <main.cpp> [MIN_ARCH <cc>]
 #               [HOPPER_KERNEL <kernel_sm90a.cu>] [RUNGS <rung1.cu> ...]
 #               [HOPPER_RUNGS <rung1.cu> ...])
@@ -51,7 +65,11 @@ endfunction()
 # copy is always built; its GPU copy (<name>_sm90a_gpu) only when CMAKE_CUDA_ARCHITECTURES holds
 # 90a, and for that architecture alone. The INFO file sees ATTN_HAVE_SM90A (1 or 0).
 # RUNGS: the earlier rungs of a step whose lesson is a ladder (each a complete kernel file, in its
-# own namespace <step>::rungN); compiled as the kernel file is, into the same libraries.
+# own namespace <step>::rungN); compiled as the kernel file is, into the same libraries, but their
+# GPU copies (<name>_rungs_gpu) for the lowest of the step's architectures alone, as machine code
+# and PTX: the driver compiles that PTX for any newer GPU when a rung first runs there. A rung is
+# a lesson, run to compare it with its neighbours; the step's own kernel is the one that gets
+# machine code for every architecture (docs/gpus.md: what that saves of the build).
 # HOPPER_RUNGS: the same for a ladder that leads to the HOPPER_KERNEL: their GPU copies are built
 # with it, for sm_90a alone.
 function(attn_add_step name)
@@ -78,16 +96,25 @@ function(attn_add_step name)
 
   set(gpu_objects "")
   if(step_gpu)
-    add_library(${name}_gpu OBJECT ${ARG_KERNEL} ${ARG_RUNGS})
+    attn_lowest_architecture(rung_arch "${step_archs}")
+    set(gpu_targets ${name}_gpu)
+    add_library(${name}_gpu OBJECT ${ARG_KERNEL})
     set_target_properties(${name}_gpu PROPERTIES CUDA_ARCHITECTURES "${step_archs}")
-    target_link_libraries(${name}_gpu PRIVATE attn_kernel_deps)
-    # ptxas reports each kernel's registers, spills and shared memory; cmake/nvcc_capture.sh keeps
-    # the report beside the object for scripts/kernel_report.py.
-    target_compile_options(${name}_gpu PRIVATE --resource-usage)
-    set_target_properties(${name}_gpu PROPERTIES
-      CUDA_COMPILER_LAUNCHER ${PROJECT_SOURCE_DIR}/cmake/nvcc_capture.sh)
-    attn_warnings(${name}_gpu)
-    set(gpu_objects $<TARGET_OBJECTS:${name}_gpu>)
+    if(ARG_RUNGS)
+      add_library(${name}_rungs_gpu OBJECT ${ARG_RUNGS})
+      set_target_properties(${name}_rungs_gpu PROPERTIES CUDA_ARCHITECTURES ${rung_arch})
+      list(APPEND gpu_targets ${name}_rungs_gpu)
+    endif()
+    foreach(target ${gpu_targets})
+      target_link_libraries(${target} PRIVATE attn_kernel_deps)
+      # ptxas reports each kernel's registers, spills and shared memory; cmake/nvcc_capture.sh
+      # keeps the report beside the object for scripts/kernel_report.py.
+      target_compile_options(${target} PRIVATE --resource-usage)
+      set_target_properties(${target} PROPERTIES
+        CUDA_COMPILER_LAUNCHER ${PROJECT_SOURCE_DIR}/cmake/nvcc_capture.sh)
+      attn_warnings(${target})
+      list(APPEND gpu_objects $<TARGET_OBJECTS:${target}>)
+    endforeach()
   endif()
   if(have_sm90a)
     add_library(${name}_sm90a_gpu OBJECT ${ARG_HOPPER_KERNEL} ${ARG_HOPPER_RUNGS})

@@ -3,9 +3,10 @@
 step's kernels and rungs, compiled by nvcc) timed for the former default list and for today's.
 
 For each list it configures a fresh build directory (no tests, no counted copies, no Python
-package: only what the list changes), compiles the steps' GPU objects (<step>_gpu) with all the
-machine's cores, and reports the wall time, the CPU time of the compilers, and each step's share
-(the sum of its objects' times, from ninja's log). Nothing is run on a GPU.
+package: only what the list changes), compiles the steps' GPU objects (<step>_gpu, the rungs'
+<step>_rungs_gpu, the Hopper kernels' <step>_sm90a_gpu) with all the machine's cores, and
+reports the wall time, the CPU time of the compilers, and each step's share (the sum of its
+objects' times, from ninja's log). Nothing is run on a GPU.
 
     scripts/arch_cost.py [--lists "80;89;90a" "75;80;89;90a;120"] [--work DIR] [--doc docs/gpus.md]
 
@@ -52,8 +53,15 @@ def measure(archs, work):
         refuse(f"arch_cost: configuring for {archs} failed: "
                f"{(r.stderr or r.stdout).strip().splitlines()[-1]}")
     cpu0, t0 = children_cpu(), time.perf_counter()
+    # Each step's GPU objects: its kernel (<step>_gpu), its rungs (<step>_rungs_gpu) and its
+    # Hopper kernels (<step>_sm90a_gpu), those of them that this list builds.
+    listed = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True,
+                            text=True).stdout
+    have = {line.split(":")[0] for line in listed.splitlines()}
+    targets = [t for s in STEPS for t in (f"{s}_gpu", f"{s}_rungs_gpu", f"{s}_sm90a_gpu")
+               if t in have]
     r = subprocess.run(["cmake", "--build", build, "-j", str(os.cpu_count()), "--target",
-                        *[f"{s}_gpu" for s in STEPS]], capture_output=True, text=True)
+                        *targets], capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
     if r.returncode != 0:
         refuse(f"arch_cost: building for {archs} failed: "
@@ -63,7 +71,8 @@ def measure(archs, work):
         for line in f:
             fields = line.rstrip("\n").split("\t")
             if len(fields) == 5 and fields[3].endswith(".cu.o"):
-                step = next((s for s in STEPS if f"/{s}_gpu.dir/" in fields[3]), None)
+                step = next((s for s in STEPS if re.search(f"/{s}_(rungs_|sm90a_)?gpu\\.dir/",
+                                                           fields[3])), None)
                 if step:
                     per_step[step] += (int(fields[1]) - int(fields[0])) / 1000
     shutil.rmtree(build, ignore_errors=True)
