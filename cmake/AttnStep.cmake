@@ -19,15 +19,11 @@ endfunction()
 
 # attn_cuda_architectures_from(<out-var> <min>): the entries of CMAKE_CUDA_ARCHITECTURES from
 # compute capability <min> (e.g. 80) on; "75" and "75-real" are below 80, "90a" and "120" are not.
-# A name CMake gives meaning to (native, all, all-major) cannot be filtered: refused.
+# (The top-level CMakeLists.txt has refused names such as native or all-major.)
 function(attn_cuda_architectures_from out min)
   set(kept "")
   foreach(arch ${CMAKE_CUDA_ARCHITECTURES})
-    if(NOT arch MATCHES "^([0-9]+)")
-      message(FATAL_ERROR "CMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES}: '${arch}' cannot "
-                          "be split into the architectures each step supports; list them by number "
-                          "(e.g. 75;80;89;90a;120)")
-    endif()
+    string(REGEX MATCH "^([0-9]+)" _ ${arch})
     if(CMAKE_MATCH_1 GREATER_EQUAL min)
       list(APPEND kept ${arch})
     endif()
@@ -35,15 +31,15 @@ function(attn_cuda_architectures_from out min)
   set(${out} "${kept}" PARENT_SCOPE)
 endfunction()
 
-# attn_lowest_architecture(<out-var> <archs>): the entry of <archs> with the lowest compute
-# capability, as machine code and PTX ("80-real" -> "80"; "90a" stays "90a").
+# attn_lowest_architecture(<out-var> <archs>): the lowest compute capability in <archs>, as
+# machine code and portable PTX ("80-real" -> "80"; "90a" -> "90": PTX for 90a would run on
+# sm_90a alone, and no rung needs more than its step's lowest architecture has).
 function(attn_lowest_architecture out archs)
   set(lowest "")
   foreach(arch ${archs})
-    string(REGEX MATCH "^([0-9]+)(a?)" _ ${arch})
-    if(lowest STREQUAL "" OR CMAKE_MATCH_1 LESS lowest_cc)
-      set(lowest_cc ${CMAKE_MATCH_1})
-      set(lowest ${CMAKE_MATCH_1}${CMAKE_MATCH_2})
+    string(REGEX MATCH "^([0-9]+)" _ ${arch})
+    if(lowest STREQUAL "" OR CMAKE_MATCH_1 LESS lowest)
+      set(lowest ${CMAKE_MATCH_1})
     endif()
   endforeach()
   set(${out} ${lowest} PARENT_SCOPE)

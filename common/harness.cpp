@@ -347,8 +347,7 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     be = make_cpu_backend();
     simt::set_schedule(simt::parse_schedule(opt.schedule));
   }
-  const bool on_gpu = be->name() == "gpu";
-  const StepFn run = on_gpu ? step.gpu : step.cpu;
+  bool on_gpu = be->name() == "gpu";
   // The compute capability the kernels see (on the CPU backend SIMT_PRESENT_AS may name one: it
   // is read, and refused if invalid, on every run), and the one the step needs
   // (StepInfo::min_arch).
@@ -370,9 +369,20 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
                         " (--backend cpu runs it on the CPU backend)"
                   : "the CPU backend presents itself as " + cc.name() + " (SIMT_PRESENT_AS)"));
   }
-  if (on_gpu && step.gpu == &gpu_not_built)
-    return invalid(step.name + ": --backend gpu: this build has no GPU code for " + step.name +
-                   " (CMAKE_CUDA_ARCHITECTURES holds nothing from " + step.min_arch + " on)");
+  // A GPU the step can run on, and a build without the step's GPU code (built for older GPUs
+  // alone, e.g. CMAKE_CUDA_ARCHITECTURES=75): --backend gpu refuses; auto runs on the CPU backend
+  // and says so.
+  if (on_gpu && step.gpu == &gpu_not_built) {
+    const std::string why = "this build has no GPU code for " + step.name +
+                            " (CMAKE_CUDA_ARCHITECTURES holds nothing from " + step.min_arch +
+                            " on)";
+    if (opt.backend == "gpu") return invalid(step.name + ": --backend gpu: " + why);
+    note("note: " + why + "; running on the CPU backend");
+    be = make_cpu_backend();
+    simt::set_schedule(simt::parse_schedule(opt.schedule));
+    on_gpu = false;
+  }
+  const StepFn run = on_gpu ? step.gpu : step.cpu;
   // On the CPU a run measures the emulator, not a GPU, and may take minutes: one is enough.
   const int iters = opt.iters >= 0 ? opt.iters : (on_gpu ? 5 : 1);
   const int warmup = opt.warmup >= 0 ? opt.warmup : (on_gpu ? 1 : 0);

@@ -51,7 +51,7 @@ def measure(archs, work):
                        capture_output=True, text=True)
     if r.returncode != 0:
         refuse(f"arch_cost: configuring for {archs} failed: "
-               f"{(r.stderr or r.stdout).strip().splitlines()[-1]}")
+               f"{((r.stderr or r.stdout).strip().splitlines() or ['no output'])[-1]}")
     cpu0, t0 = children_cpu(), time.perf_counter()
     # Each step's GPU objects: its kernel (<step>_gpu), its rungs (<step>_rungs_gpu) and its
     # Hopper kernels (<step>_sm90a_gpu), those of them that this list builds.
@@ -65,7 +65,7 @@ def measure(archs, work):
     wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
     if r.returncode != 0:
         refuse(f"arch_cost: building for {archs} failed: "
-               f"{(r.stdout + r.stderr).strip().splitlines()[-1]}")
+               f"{((r.stdout + r.stderr).strip().splitlines() or ['no output'])[-1]}")
     per_step = dict.fromkeys(STEPS, 0.0)
     with open(os.path.join(build, ".ninja_log")) as f:
         for line in f:

@@ -129,6 +129,11 @@ def attention(q: Any, k: Any, v: Any, step: str = "step4_tensorcore", *, causal:
     if len(set(devices.values())) != 1:
         raise ValueError("q, k and v must be on one device; they are on "
                          + ", ".join(f"{n}: {_device_name(d)}" for n, d in devices.items()))
+    kinds = {n: type(a).__module__.split(".")[0] for n, a in arrays.items()}
+    if len(set(kinds.values())) != 1 and "torch" in kinds.values():
+        raise TypeError("q, k and v must be arrays of one framework; they are "
+                        + ", ".join(f"{n}: {type(a).__module__}.{type(a).__name__}"
+                                    for n, a in arrays.items()))
     kind, index = devices["q"]
     backend, gpu_device = "cpu", 0
     if kind == _DLPACK_CUDA:

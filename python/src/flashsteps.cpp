@@ -168,6 +168,7 @@ class SigintToInterrupt {
     if (!installed_) return;
     struct sigaction sa {};
     sa.sa_handler = &on_sigint;
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &previous_);
   }
@@ -220,6 +221,11 @@ nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
       v.shape(3) != k.shape(3))
     throw nb::value_error(
         ("k has shape " + shape_of(k) + " and v " + shape_of(v) + ": they must match").c_str());
+  for (size_t d = 0; d < 4; ++d)
+    if (q.shape(d) == 0 || k.shape(d) == 0)
+      throw nb::value_error(("q has shape " + shape_of(q) + " and k " + shape_of(k) +
+                             ": every dimension must be at least 1")
+                                .c_str());
   for (size_t d = 0; d < 4; ++d)
     if (q.shape(d) > size_t(std::numeric_limits<int>::max()) ||
         k.shape(d) > size_t(std::numeric_limits<int>::max()))
@@ -293,6 +299,10 @@ nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
     r = attn::run_step(step, opt);
   }
   if (r.interrupted) raise(PyExc_KeyboardInterrupt, r.message);
+  // Ctrl-C where the run does not look (the FP64 check, a GPU run, the last block): Python would
+  // have raised it when the call returned, and so does this.
+  if (handle_sigint && g_interrupt.load())
+    raise(PyExc_KeyboardInterrupt, step.name + ": interrupted (Ctrl-C)");
   if (r.exit_code == 2) raise(r.out_of_memory ? PyExc_MemoryError : PyExc_ValueError, r.message);
   if (!r.ran) raise(PyExc_RuntimeError, r.message);
   if (r.row.checked && !r.row.check.passed)

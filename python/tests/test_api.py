@@ -113,6 +113,11 @@ def test_bad_arrays_and_arguments():
         (ValueError, r"q has shape \(1, 2, 40\): expected 4 dimensions", dict(q=q[..., 0])),
         (ValueError, "batch .* and head_dim .* must match", dict(k=k[..., :32], v=v[..., :32])),
         (ValueError, "k has shape .* and v .*: they must match", dict(v=v[:, :, :69])),
+        # No key/value heads at all (heads_kv 0 would otherwise read as "as many as q").
+        (ValueError, r"k \(1, 0, 70, 64\): every dimension must be at least 1",
+         dict(k=k[:, :0], v=v[:, :0])),
+        (ValueError, r"q has shape \(1, 2, 0, 64\) .*: every dimension must be at least 1",
+         dict(q=q[:, :, :0])),
         (ValueError, "q, k and v must have one dtype: fp16, float32, fp16",
          dict(k=k.astype(np.float32))),
         (ValueError, "q, k and v are float32: pass dtype='fp16' or 'bf16'",
@@ -288,6 +293,16 @@ def test_jax_arrays():
     exact = [np.asarray(x, dtype=np.float64) for x in (qb, kb, vb)]
     assert reference.gate(np.asarray(o, dtype=np.float64), np.asarray(lse),
                           *reference.attention(*exact, causal=True), "bf16") is None
+
+
+def test_a_torch_tensor_beside_a_numpy_array_is_a_type_error():
+    torch = pytest.importorskip("torch") if os.environ.get("ATTN_WITH_TORCH") != "1" else \
+        __import__("torch")
+    q, k, v = fp16()
+    for args in [(torch.from_numpy(q), k, v), (q, torch.from_numpy(k), torch.from_numpy(v))]:
+        with pytest.raises(TypeError, match=r"^q, k and v must be arrays of one framework; they "
+                                            r"are q: (numpy|torch)"):
+            flashsteps.attention(*args, "step3_fused")
 
 
 def test_torch_cuda_tensors_on_the_gpu():
