@@ -195,7 +195,11 @@ def test_ctrl_c_stops_a_cpu_run_and_python_keeps_its_handler():
             print("KeyboardInterrupt:", e, flush=True)
         try:
             print("sleeping", flush=True)
-            time.sleep(30)  # Python's own handler is back: a second Ctrl-C interrupts this
+            # Python's own handler is back: a second Ctrl-C interrupts this. Short sleeps: the
+            # signal may land on one of the CPU backend's worker threads, which does not wake a
+            # sleeping main thread (Python looks at the flag when the sleep returns).
+            for _ in range(300):
+                time.sleep(0.1)
         except KeyboardInterrupt:
             print("second KeyboardInterrupt", flush=True)
     """)
