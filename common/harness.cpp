@@ -343,10 +343,11 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
   if (!be && step.cpu == nullptr)
     return invalid(step.name + (opt.backend == "cpu" ? ": --backend cpu" : "") +
                    ": runs on a GPU only" + (why_not.empty() ? "" : ": " + why_not));
-  if (!be) {
+  auto use_cpu_backend = [&] {
     be = make_cpu_backend();
     simt::set_schedule(simt::parse_schedule(opt.schedule));
-  }
+  };
+  if (!be) use_cpu_backend();
   bool on_gpu = be->name() == "gpu";
   // The compute capability the kernels see (on the CPU backend SIMT_PRESENT_AS may name one: it
   // is read, and refused if invalid, on every run), and the one the step needs
@@ -378,8 +379,7 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
                             " on)";
     if (opt.backend == "gpu") return invalid(step.name + ": --backend gpu: " + why);
     note("note: " + why + "; running on the CPU backend");
-    be = make_cpu_backend();
-    simt::set_schedule(simt::parse_schedule(opt.schedule));
+    use_cpu_backend();
     on_gpu = false;
   }
   const StepFn run = on_gpu ? step.gpu : step.cpu;

@@ -76,6 +76,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mainloop_report  # noqa: E402
+from arch_cost import current_default  # noqa: E402
 from ladders import LADDERS, label, run_name  # noqa: E402
 from markers import replaced  # noqa: E402
 
@@ -768,9 +769,7 @@ def main():
     if args.out:
         archs = sorted({r["arch"] for r in rows}, key=lambda a: (int(re.sub(r"\D", "", a)), a))
         archs_text = ", ".join(archs[:-1]) + " and " + archs[-1] if len(archs) > 1 else archs[0]
-        with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
-            default = re.search(r'set\(CMAKE_CUDA_ARCHITECTURES "([^"]+)"\)', f.read())
-        listed = ["sm_" + a for a in default.group(1).split(";")] if default else []
+        listed = ["sm_" + a for a in current_default().split(";")]
         which = "the default" if sorted(listed) == sorted(archs) else "this build's"
         tool = ("cuobjdump + nvdisasm from PyPI" if have_sass else
                 "cuobjdump (no nvdisasm: no SASS)" if cuobjdump else "no cuobjdump: no PTX/SASS")
