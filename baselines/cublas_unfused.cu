@@ -11,6 +11,8 @@
 // Row-major matrices are column-major transposes, so row-major S = Q K^T is computed as
 // column-major S^T = K Q^T (op(K) = T), and O = P V as O^T = V^T P^T (no transposes).
 // GPU only: there is no CPU version of cuBLAS.
+#include "baselines/cublas_unfused.h"
+
 #include <cublas_v2.h>
 
 #include <stdexcept>

@@ -1,10 +1,5 @@
-#include "common/harness.h"
-
-namespace baseline_cublas {
-void run(const attn::AttentionParams& p, attn::RunContext& ctx);
-}
+#include "baselines/cublas_unfused.h"
 
 int main(int argc, char** argv) {
-  return attn::step_main(argc, argv, {.name = "baseline_cublas", .cpu = nullptr,
-                                      .gpu = &baseline_cublas::run});
+  return attn::step_main(argc, argv, baseline_cublas::info());
 }

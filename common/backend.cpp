@@ -109,6 +109,7 @@ class GpuBackend final : public Backend {
     cudaEventDestroy(stop_);
     if (flush_buffer_) cudaFree(flush_buffer_);
   }
+  size_t l2_bytes() const override { return flush_bytes_ / 2; }
   void flush_l2() override {
     if (flush_buffer_) ATTN_CUDA_CHECK(cudaMemsetAsync(flush_buffer_, 0, flush_bytes_));
   }

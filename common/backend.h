@@ -29,6 +29,8 @@ class Backend {
   // Evicts the inputs from the GPU's L2 cache (by overwriting a buffer twice its size), so that a
   // timed run reads them from memory as a real first use would. Called outside the timed window.
   virtual void flush_l2() {}
+  // The size of the device's L2 cache in bytes, 0 where there is none to speak of (the CPU).
+  virtual size_t l2_bytes() const { return 0; }
   // The SM clock in MHz as the device reports it, or 0 where unknown (the CPU).
   virtual int sm_clock_mhz() const { return 0; }
   // The architecture tuned tile configurations are looked up by: "sm_80", "sm_90a", ... on the

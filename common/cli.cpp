@@ -94,10 +94,11 @@ CliResult parse_cli(int argc, const char* const* argv, const CliStep& step, Opti
       ->capture_default_str();
   app.add_option("--scale", scale, "softmax scale (default 1/sqrt(dim))");
   app.add_option("--iters", out.iters,
-                 "timed iterations, the median is reported (default: 5 on a GPU, 1 on the CPU)")
-      ->check(CLI::Range(1, 1000000));
+                 "timed samples, the median is reported (default: 20 on a GPU, 1 on the CPU; 0: "
+                 "the checked run alone, for a profiler)")
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--warmup", out.warmup,
-                 "untimed iterations before timing (default: 1 on a GPU, 0 on the CPU)")
+                 "untimed samples before timing (default: 2 on a GPU, 0 on the CPU)")
       ->check(CLI::Range(0, 1000000));
   if (!step.variants.empty())
     app.add_option(

@@ -15,9 +15,10 @@ struct Options {
   Problem problem;
   std::string backend = "auto";      // auto | gpu | cpu
   std::string schedule = "forward";  // CPU backend fiber order: forward | reverse | random[:SEED]
-  // -1: the backend's default, 5 timed runs after 1 warm-up on a GPU; 1 timed run and no warm-up
-  // on the CPU backend, where a run measures the emulator and can take minutes. 0 (not on the
-  // command line): the checked run alone, its time the row's (the Python binding).
+  // -1: the backend's default, 20 timed samples after 2 warm-up ones on a GPU (a sample runs
+  // once on each of the input sets that keep L2 cold: common/harness.cpp, time_runs); 1 timed run
+  // and no warm-up on the CPU backend, where a run measures the emulator and can take minutes.
+  // 0: the checked run alone, its time the row's (the Python binding; a profiler's one run).
   int iters = -1;
   int warmup = -1;
   std::string variant;  // kernel variant of a step that has several; empty: the step's default

@@ -110,7 +110,9 @@ class Progress {
 std::string check_scale(const Problem& p, const HostInputs& in) {
   auto max_abs = [&](const std::vector<Bits16>& t) {
     double m = 0;
-    for (Bits16 x : t) m = std::max(m, double(std::fabs(from_bits(x, p.dtype))));
+    const int64_t n = int64_t(t.size());
+#pragma omp parallel for reduction(max : m)
+    for (int64_t x = 0; x < n; ++x) m = std::max(m, double(std::fabs(from_bits(t[x], p.dtype))));
     return m;
   };
   const double bound = std::fabs(double(p.softmax_scale())) * p.dim * max_abs(in.q) * max_abs(in.k);
@@ -127,11 +129,16 @@ std::string check_scale(const Problem& p, const HostInputs& in) {
 
 // A loaded tensor holding NaN or Inf has no attention to check against: refused.
 std::string check_finite(const Problem& p, const HostInputs& in) {
-  for (auto [name, t] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}})
-    for (size_t x = 0; x < t->size(); ++x)
-      if (!std::isfinite(from_bits((*t)[x], p.dtype)))
-        return std::string("tensor '") + name + "' holds NaN or Inf (first at flat index " +
-               std::to_string(x) + ")";
+  for (auto [name, t] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}}) {
+    const int64_t n = int64_t(t->size());
+    int64_t first = n;
+#pragma omp parallel for reduction(min : first)
+    for (int64_t x = 0; x < n; ++x)
+      if (!std::isfinite(from_bits((*t)[x], p.dtype))) first = std::min(first, x);
+    if (first < n)
+      return std::string("tensor '") + name + "' holds NaN or Inf (first at flat index " +
+             std::to_string(first) + ")";
+  }
   return "";
 }
 
@@ -289,13 +296,74 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
 
 namespace {
 
+// How many copies of a problem's buffers the timed runs rotate through: enough for three times the
+// backend's L2 cache (at most 64), so that no run finds its inputs in L2 where the run before left
+// them; 1 where the backend has no L2 to speak of (the CPU) or the problem alone is that large.
+int input_sets(const Backend& be, const Problem& p) {
+  const double l2 = double(be.l2_bytes());
+  const double bytes = 2.0 * (2 * p.q_elements() + 2 * p.kv_elements()) + 4.0 * p.lse_elements();
+  if (l2 <= 0 || bytes >= 3 * l2) return 1;
+  return int(std::min(64.0, std::ceil(3 * l2 / bytes)));
+}
+
+// The timed runs: `warmup` untimed samples, then `iters` timed ones; the median sample, in
+// milliseconds per run (0 when iters is 0). A sample runs the step once on every input set
+// (input_sets: `dev` and copies of `in` at other addresses) between one pair of events and takes
+// the mean, so that even a kernel of a few microseconds is timed over many back-to-back launches;
+// with one set the L2 is flushed before each sample instead, outside the timed window.
+double time_runs(Backend& be, const Problem& p, const HostInputs& in, const DeviceProblem& dev,
+                 StepFn run, RunContext& ctx, int warmup, int iters) {
+  if (warmup + iters == 0) return 0;
+  std::vector<std::unique_ptr<DeviceProblem>> copies;
+  for (int s = 1; s < input_sets(be, p); ++s)
+    copies.push_back(std::make_unique<DeviceProblem>(be, p, in));
+  std::vector<const AttentionParams*> sets = {&dev.params()};
+  for (const auto& c : copies) sets.push_back(&c->params());
+  auto sample = [&] {
+    if (sets.size() == 1) be.flush_l2();
+    return be.time_ms([&] {
+      for (const AttentionParams* params : sets) run(*params, ctx);
+    }) / double(sets.size());
+  };
+  for (int i = 0; i < warmup; ++i) sample();
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) times.push_back(sample());
+  return times.empty() ? 0 : median(times);
+}
+
+// Why the step cannot take these options whatever the backend ("" if it can): a head dim it is not
+// built for, a variant it does not have, --counters where it cannot count.
+std::string refused(const StepInfo& step, const Options& opt) {
+  const int dim = opt.problem.dim;
+  if (!step.head_dims.empty() &&
+      std::find(step.head_dims.begin(), step.head_dims.end(), dim) == step.head_dims.end())
+    return step.name + ": --dim " + std::to_string(dim) + ": this step supports head dims " +
+           join(step.head_dims);
+  const auto& variants = step.variants;
+  if (!opt.variant.empty() && variants.empty())
+    return step.name + ": --variant " + opt.variant + ": this step has a single kernel";
+  if (!opt.variant.empty() &&
+      std::find(variants.begin(), variants.end(), opt.variant) == variants.end()) {
+    std::string known;
+    for (const std::string& v : variants) known += (known.empty() ? "" : ", ") + v;
+    return step.name + ": --variant " + opt.variant + ": this step has variants " + known;
+  }
+  if (!opt.counters) return "";
+  if (step.gpu == nullptr)
+    return step.name +
+           ": --counters: this step runs no kernels (plain C++ on the CPU): nothing to count";
+  if (step.counted == nullptr)
+    return step.name + ": --counters: this binary has no counted copy of the kernels (" +
+           "bin/counted/" + step.name + " has them; g++ builds it)";
+  if (opt.backend == "gpu")
+    return step.name + ": --counters counts on the CPU backend (--backend cpu)";
+  return "";
+}
+
 RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::string& rung) {
   RunOutcome out;
   const Problem& p = opt.problem;
-  if (!step.head_dims.empty() &&
-      std::find(step.head_dims.begin(), step.head_dims.end(), p.dim) == step.head_dims.end())
-    return invalid(step.name + ": --dim " + std::to_string(p.dim) +
-                   ": this step supports head dims " + join(step.head_dims));
+  if (const std::string why = refused(step, opt); !why.empty()) return invalid(why);
   // Notes go out at once when there is somewhere to print them, else with the outcome.
   auto note = [&](const std::string& line) {
     if (opt.notice)
@@ -303,28 +371,7 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     else
       out.message += (out.message.empty() ? "" : "\n") + line;
   };
-
   const auto& variants = step.variants;
-  if (!opt.variant.empty() && variants.empty())
-    return invalid(step.name + ": --variant " + opt.variant + ": this step has a single kernel");
-  if (!opt.variant.empty() &&
-      std::find(variants.begin(), variants.end(), opt.variant) == variants.end()) {
-    std::string known;
-    for (const std::string& v : variants) known += (known.empty() ? "" : ", ") + v;
-    return invalid(step.name + ": --variant " + opt.variant + ": this step has variants " + known);
-  }
-
-  if (opt.counters) {
-    if (step.gpu == nullptr)
-      return invalid(step.name +
-                     ": --counters: this step runs no kernels (plain C++ on the CPU): nothing to "
-                     "count");
-    if (step.counted == nullptr)
-      return invalid(step.name + ": --counters: this binary has no counted copy of the kernels (" +
-                     "bin/counted/" + step.name + " has them; g++ builds it)");
-    if (opt.backend == "gpu")
-      return invalid(step.name + ": --counters counts on the CPU backend (--backend cpu)");
-  }
 
   // Pick the backend (--counters: the CPU's, which counts).
   std::unique_ptr<Backend> be;
@@ -384,8 +431,8 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
   }
   const StepFn run = on_gpu ? step.gpu : step.cpu;
   // On the CPU a run measures the emulator, not a GPU, and may take minutes: one is enough.
-  const int iters = opt.iters >= 0 ? opt.iters : (on_gpu ? 5 : 1);
-  const int warmup = opt.warmup >= 0 ? opt.warmup : (on_gpu ? 1 : 0);
+  const int iters = opt.iters >= 0 ? opt.iters : (on_gpu ? 20 : 1);
+  const int warmup = opt.warmup >= 0 ? opt.warmup : (on_gpu ? 2 : 0);
   std::unique_ptr<Progress> progress;
   if (!on_gpu && opt.show_progress) progress = std::make_unique<Progress>(step.name);
   // Options::interrupt: the CPU backend checks it at each block it starts, step 0 at each row
@@ -487,13 +534,8 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       if (opt.keep_outputs) out.o = std::move(o), out.lse = std::move(lse);
     }
 
-    for (int i = 0; i < warmup; ++i) be->time_ms([&] { run(params, ctx); });
-    std::vector<double> times;
-    for (int i = 0; i < iters; ++i) {
-      be->flush_l2();  // every timed run starts with cold L2, outside the timed window
-      times.push_back(be->time_ms([&] { run(params, ctx); }));
-    }
-    row.time_ms = times.empty() ? checked_ms : median(times);
+    const double timed_ms = time_runs(*be, p, in, dev, run, ctx, warmup, iters);
+    row.time_ms = iters == 0 ? checked_ms : timed_ms;
     row.tflops = row.time_ms > 0 ? p.flops() / (row.time_ms * 1e-3) / 1e12 : 0;
     out.ran = true;
   } catch (const OutOfMemory& e) {

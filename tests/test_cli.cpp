@@ -51,11 +51,18 @@ TEST_CASE("cli: the acceptance example runs and passes (exit 0)", "[cli]") {
   CHECK_THAT(r.out, Catch::Contains("check PASSED"));
 }
 
+TEST_CASE("cli: --iters 0 is the checked run alone (what a profiler measures)", "[cli]") {
+  const Run r = run("--seq 17 --iters 0 --warmup 0");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("check PASSED"));
+}
+
 TEST_CASE("cli: invalid input exits 2 with one line", "[cli]") {
   for (const char* args :
        {"--dim 0", "--heads 6 --heads-kv 4", "--dropout 1.5", "--seq abc", "--no-such-flag",
         "--dtype fp8", "--backend gpu", "--backend tpu", "--seqlens-k 5,6", "--seq 8 --seqlen-q 4",
-        "--iters 0", "--schedule sideways", "--heads-kv 0",
+        "--iters -1", "--schedule sideways", "--heads-kv 0",
         // output paths are opened before any work: as root, a check of the directory passed and
         // the run went on, to fail at the end
         "--csv /proc/x.csv", "--save /proc/x.safetensors"}) {
