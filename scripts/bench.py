@@ -16,7 +16,8 @@ build has their counted copies, bin/counted/): the rows then carry what Nsight C
 count and the speed-of-light model (--model-gpu, default H100 SXM), which scripts/chart.py draws
 instead of the emulator's time. Shapes small enough for the FP64 reference on the CPU are checked;
 larger ones run with --no-check (the tests check correctness). On a GPU, timing is CUDA events
-around each iteration, median of --iters after --warmup, with L2 flushed before each one.
+around each sample of back-to-back runs over input sets that keep L2 cold, median of --iters
+samples after --warmup (docs/benchmarking.md).
 Exit status: 0 if every run passed (or was unchecked), 1 if any failed.
 """
 import argparse

@@ -115,7 +115,7 @@ def variants(step):
 def commands(step, what, build, extra):
     binary = str(Path(build) / "bin" / step)
     out = Path("profiles")
-    run = ["--backend", "gpu", "--warmup", "0", "--iters", "1", "--no-check"]
+    run = ["--backend", "gpu", "--warmup", "0", "--iters", "0", "--no-check"]  # one run alone
     cmds = []
     if what == "lesson":
         kernels, sections, metrics, shape = LESSONS[step]
@@ -139,7 +139,7 @@ def commands(step, what, build, extra):
                 for shape in ([extra] if extra else [shlex.split(s) for s in SANITIZE_SHAPES]):
                     # The check stays on: a wrong result under a tool fails as well.
                     cmds.append(["compute-sanitizer", "--tool", tool, "--error-exitcode", "1",
-                                 binary, "--backend", "gpu", "--warmup", "0", "--iters", "1"]
+                                 binary, "--backend", "gpu", "--warmup", "0", "--iters", "0"]
                                 + variant + shape)
     else:  # timeline
         for variant in variants(step):

@@ -25,7 +25,7 @@ def main(path: str) -> int:
     head = ["step", "backend", "time_ms", "TFLOPS", "vs step1", "check"]
     counted = any(r.get("counted") == "1" for r in rows)
     if counted:
-        head += ["DRAM MiB (min)", "shared conflicts", "tensor share", "model us (bound)"]
+        head += ["DRAM MiB (min)", "shared conflicts", "tensor / problem FLOPs", "model us (bound)"]
     for shape, group in groups.items():
         base = next((float(r["time_ms"]) for r in group if r["step"] == "step1_naive"), None)
         table = []

@@ -157,7 +157,7 @@ class Pipeline(unittest.TestCase):
         with open(readme) as f:
             text = f.read()
         self.assertIn("| shape | step | DRAM bytes, at least | sector efficiency | shared "
-                      "conflicts | tensor share | H100 SXM MODEL (us, binding unit) |", text)
+                      "conflicts | tensor FLOPs / problem FLOPs | H100 SXM MODEL (us, binding unit) |", text)
         self.assertIn("| step4_tensorcore | 0.063 MiB |", text)  # Q, K, V, O 16 KiB each, LSE
 
     def test_chart_refuses_a_missing_column(self):

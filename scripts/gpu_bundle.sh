@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Builds what a GPU run needs, for one architecture, into one folder that travels to a machine with
+# the GPU (docs/gpus.md): scripts/gpu_run.sh runs it there with nothing else but that machine's own
+# CUDA driver, toolkit libraries (cuBLAS), Python and profilers.
+#
+#   scripts/gpu_bundle.sh --arch 90a OUTDIR        build for sm_90a alone (build-bundle-90a/), pack
+#   scripts/gpu_bundle.sh --from-build DIR OUTDIR  pack an existing build's binaries (the rehearsal)
+#
+# The bundle holds:
+#   bin/attn_suite        every step, rung and configuration, with the cuBLAS baseline (suite/)
+#   lib/                  the shared libraries attn_suite loads that a bare CUDA machine lacks
+#                         (found with ldd: all but the C and C++ runtimes, the driver and CUDA's own)
+#   share/                step 4's tuned table; cpu_counts.csv, what the CPU backend counts for
+#                         each kernel at the shape Nsight Compute profiles (gpu_report.py NCU_SHAPE)
+#   scripts/              gpu_run.sh, and the scripts it calls (gpu_report.py, bench_torch.py)
+#   MANIFEST              commit, architecture, toolkit, the newest glibc symbol needed, every file
+# It prints its size; a bundle for one architecture stays under 48 MiB (the device machine takes 64
+# with the repository). Exit status 2, with one line, for an architecture this toolkit lacks, an
+# OUTDIR that is neither new, empty nor a bundle, or one that cannot be written.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+fail() { echo "gpu_bundle: $*" >&2; exit 2; }
+usage="usage: scripts/gpu_bundle.sh --arch ARCH OUTDIR | --from-build DIR OUTDIR"
+arch="" from="" out=""
+while (($#)); do
+  case "$1" in
+    --arch) arch=${2:-}; shift 2 || fail "$usage" ;;
+    --from-build) from=${2:-}; shift 2 || fail "$usage" ;;
+    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) fail "unknown option $1 ($usage)" ;;
+    *) [[ -z $out ]] || fail "one OUTDIR only ($usage)"; out=$1; shift ;;
+  esac
+done
+[[ -n $out && ( -n $arch || -n $from ) && ( -z $arch || -z $from ) ]] || fail "$usage"
+
+# OUTDIR: new, empty, or an earlier bundle (replaced); never a folder of something else.
+if [[ -e $out ]]; then
+  [[ -d $out ]] || fail "$out: exists and is not a folder"
+  if [[ -n $(ls -A "$out") && ! -f $out/MANIFEST ]]; then
+    fail "$out: not empty and not a bundle (no MANIFEST): choose a new folder"
+  fi
+fi
+mkdir -p "$out" 2>/dev/null && [[ -w $out ]] || fail "$out: cannot be written"
+out=$(cd "$out" && pwd)
+
+if [[ -n $arch ]]; then
+  [[ $arch =~ ^([0-9]+)[af]?$ ]] || fail "--arch $arch: an architecture by number, e.g. 90a or 80"
+  command -v nvcc >/dev/null || fail "--arch $arch: no CUDA toolkit (nvcc) here; a bundle needs GPU code"
+  known=$(nvcc --list-gpu-code | sed -n 's/^sm_//p' | tr '\n' ' ')
+  [[ " $known " == *" ${BASH_REMATCH[1]} "* ]] ||
+    fail "--arch $arch: this toolkit ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')) compiles for ${known% } only"
+  (( BASH_REMATCH[1] >= 75 )) || fail "--arch $arch: the steps need sm_75 or newer"
+  scripts/setup.sh --python
+  build=build-bundle-$arch
+  echo "gpu_bundle: building for sm_$arch alone in $build/"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DATTN_GPU=ON -DATTN_BUILD_TESTS=OFF -DATTN_PYTHON_MODULE=OFF >/dev/null
+  targets=(attn_suite)
+  grep -q '^ATTN_COUNTERS:BOOL=ON' "$build/CMakeCache.txt" &&
+    targets+=(step1_naive_counted_bin step2_tiled_counted_bin step3_fused_counted_bin
+              step4_tensorcore_counted_bin step5_warpspecialized_counted_bin)
+  cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
+else
+  build=$from
+  [[ -x $build/bin/attn_suite ]] || fail "--from-build $build: no bin/attn_suite there (build it first)"
+fi
+arch=$("$build/bin/attn_suite" build | sed -n 's/^architectures: //p')
+
+rm -rf "${out:?}"/{bin,lib,share,scripts,MANIFEST}
+mkdir -p "$out"/{bin,lib,share,scripts}
+cp "$build/bin/attn_suite" "$out/bin/"
+# The libraries a bare CUDA machine lacks: not glibc's, the C++ runtime's (a machine that runs CUDA
+# 13 has one at least as new), the driver's, nor the CUDA toolkit's (cuBLAS: too large to carry).
+system='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libgcc_s\.so|libstdc\+\+\.so|libcuda\.so|libcublas|libcublasLt|libcudart|libnvidia)'
+carried=()
+while read -r name _ path _; do
+  [[ $path == /* ]] || continue
+  [[ $name =~ $system ]] && continue
+  cp -L "$path" "$out/lib/$name"
+  carried+=("$name")
+done < <(ldd "$out/bin/attn_suite")
+cp step4_tensorcore/tuned_configs.csv "$out/share/"
+cp scripts/gpu_run.sh scripts/gpu_report.py scripts/bench_torch.py scripts/bench.py scripts/markers.py \
+  "$out/scripts/"
+
+# What the CPU backend counts for each kernel at ncu's shape (the counted copies, bin/counted/).
+shape=$(sed -n 's/^NCU_SHAPE = "\(.*\)"$/\1/p' scripts/gpu_report.py)
+counts=$out/share/cpu_counts.csv
+if [[ -d $build/bin/counted ]]; then
+  while IFS=$'\t' read -r label step flags; do
+    # shellcheck disable=SC2086 # $flags and $shape are word lists
+    "$build/bin/counted/$step" --backend cpu --counters --quiet --csv "$counts" $flags $shape \
+      >/dev/null || fail "counting $label on the CPU backend failed"
+  done < <("$out/bin/attn_suite" list --kernels steps,rungs)
+  echo "gpu_bundle: counted every kernel on the CPU backend at $shape"
+else
+  echo "gpu_bundle: this build has no counted copies (g++ builds them): the counters table will have no CPU column"
+fi
+
+glibc=$(objdump -T "$out/bin/attn_suite" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+[[ -z $(git status --porcelain 2>/dev/null) ]] || commit+="-dirty"
+toolkit=$("$build/bin/attn_suite" build | sed -n 's/^toolkit: //p')
+{
+  echo "bundle: flash-attention steps, made by scripts/gpu_bundle.sh"
+  echo "commit: $commit"
+  echo "arch: $arch"
+  echo "toolkit: ${toolkit:-none}"
+  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(ldd --version | head -1)"
+  echo "needs: $glibc or newer; the CUDA driver; cuBLAS (libcublas.so.${toolkit%%.*}) for the baseline"
+  echo "carried libraries: ${carried[*]:-none}"
+  echo "files:"
+  (cd "$out" && find . -type f ! -name MANIFEST -printf '  %P %s\n' | sort)
+} >"$out/MANIFEST"
+size=$(du -sb "$out" | cut -f1)
+mib=$(( (size + 1048575) / 1048576 ))
+echo "gpu_bundle: $out: $mib MiB (GPU code for $arch; $(ls "$out/lib" | wc -l) libraries carried)"
+if [[ -z $from ]] && (( size > 48 * 1048576 )); then
+  echo "gpu_bundle: $mib MiB is over the 48 MiB a bundle may take beside the repository" >&2
+  exit 1
+fi

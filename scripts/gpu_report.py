@@ -1,0 +1,508 @@
+#!/usr/bin/env python3
+"""The Python half of the GPU run (scripts/gpu_run.sh; docs/gpus.md): the shapes it times, the
+Nsight Compute stage and its table beside the CPU backend's counts, and the report it leaves.
+
+    gpu_report.py shapes ladder|fa                       the shapes files' lines
+    gpu_report.py ncu BUNDLE OUT.csv --budget S [--rehearse]
+    gpu_report.py summary BUNDLE OUTDIR WORKDIR          README.md, run.json, chart.png
+    gpu_report.py readme README.md [RESULTS_DIR ...]     the README's GPU results block
+
+It runs with the GPU machine's own Python: the standard library, and matplotlib for the chart
+where it is installed (the chart is left out, with a note, where it is not).
+"""
+import csv
+import datetime
+import json
+import os
+import re
+import subprocess
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench  # noqa: E402  (the FlashAttention grid and the FLOP count)
+import markers  # noqa: E402
+
+# The shapes every step and rung is timed on: seed 004's (target: under 5 us on an H100) and a
+# long one with D = 128.
+LADDER_SHAPES = ["--batch 1 --heads 8 --seq 512 --dim 64 --dtype fp16",
+                 "--batch 1 --heads 16 --seq 4096 --dim 128 --dtype fp16"]
+
+# The small shape every kernel is profiled at, by ncu on the GPU and by its counted copy on the
+# CPU backend (gpu_bundle.sh): two query tiles of 64 rows per head.
+NCU_SHAPE = "--batch 1 --heads 2 --seq 128 --dim 64 --dtype fp16"
+
+# What the CPU backend counts (its --csv columns, common/report.cpp) and the Nsight Compute
+# metrics that measure the same (docs/profiling.md), summed over the run's launches.
+COUNTERS = [
+    ("gld_requests", ["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]),
+    ("gld_sectors", ["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"]),
+    ("gst_requests", ["l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"]),
+    ("gst_sectors", ["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"]),
+    ("ldgsts_requests", ["l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum"]),
+    ("ldgsts_sectors", ["l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum"]),
+    ("lds_wavefronts", ["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"]),
+    ("lds_conflicts", ["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]),
+    ("sts_wavefronts", ["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"]),
+    ("sts_conflicts", ["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"]),
+    ("ldsm_wavefronts", ["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum"]),
+    ("ldsm_conflicts", ["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum"]),
+    ("mma", ["sm__inst_executed_pipe_tensor_op_hmma.sum"]),
+    ("wgmma", ["sm__inst_executed_pipe_tensor_op_gmma.sum"]),
+    ("dram_bytes_min", ["dram__bytes_read.sum", "dram__bytes_write.sum"]),
+]
+SANITIZERS = ["memcheck", "racecheck", "synccheck", "initcheck"]
+# The README's picture until a GPU has run the kernels (scripts/chart.py draws it).
+COUNTED_CHART = "docs/results/cpu-simt-smoke.png"
+
+
+def refuse(message):
+    markers.refuse(f"gpu_report: {message}")
+
+
+def read_csv(path):
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def suite_kernels(bundle, sets):
+    """(label, step, flags) of each kernel, from the bundle's attn_suite."""
+    out = subprocess.run([os.path.join(bundle, "bin", "attn_suite"), "list", "--kernels", sets],
+                         capture_output=True, text=True, check=True).stdout
+    return [tuple((line.split("\t") + ["", ""])[:3]) for line in out.splitlines() if line]
+
+
+# ---- shapes ----------------------------------------------------------------------------------
+
+def shapes(which):
+    if which == "ladder":
+        return LADDER_SHAPES
+    if which != "fa":
+        refuse(f"shapes {which}: ladder or fa")
+    lines = []
+    for dtype in ("fp16", "bf16"):
+        for s in bench.grid("fa"):
+            lines.append(f"--batch {s['batch']} --heads {s['heads']} --seq {s['seqlen_q']} "
+                         f"--dim {s['dim']} --dtype {dtype}" + (" --causal" if s["causal"] else ""))
+    return lines
+
+
+# ---- the Nsight Compute stage -------------------------------------------------------------------
+
+def number(text):
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def parse_ncu(text):
+    """{metric: value summed over the launches, "launches": how many} from ncu's --csv output
+    (one row per launch and metric: "ID", ..., "Metric Name", "Metric Unit", "Metric Value"; or
+    --page raw's one row per launch with a column per metric), or None when it holds none."""
+    lines = [line for line in text.splitlines() if not line.startswith("==")]
+    start = next((i for i, line in enumerate(lines) if line.startswith(('"ID"', "ID,"))), None)
+    if start is None:
+        return None
+    rows = list(csv.reader(lines[start:]))
+    header, sums, launches = rows[0], {}, set()
+    if "Metric Name" in header and "Metric Value" in header:
+        name, value = header.index("Metric Name"), header.index("Metric Value")
+        for r in rows[1:]:
+            x = number(r[value]) if len(r) > max(name, value) else None
+            if x is not None:
+                launches.add(r[0])
+                sums[r[name]] = sums.get(r[name], 0.0) + x
+    else:
+        for r in rows[1:]:
+            if not r or not r[0].strip().isdigit():
+                continue  # the units row
+            launches.add(r[0])
+            for metric, value in zip(header, r):
+                x = number(value)
+                if x is not None and metric != "ID":
+                    sums[metric] = sums.get(metric, 0.0) + x
+    return {"launches": len(launches), **sums}
+
+
+def run_ncu(bundle, step, flags, metrics, timeout, workdir):
+    """One kernel under ncu: (sums or None, the error)."""
+    log = os.path.join(workdir, "ncu.csv")
+    if os.path.exists(log):
+        os.remove(log)
+    cmd = ["ncu", "--csv", "--print-units", "base", "--clock-control", "none",
+           "--log-file", log, "--metrics", ",".join(metrics),
+           os.path.join(bundle, "bin", "attn_suite"), "run", step] + flags.split() + \
+        ["--backend", "gpu", "--iters", "0", "--warmup", "0", "--no-check"] + NCU_SHAPE.split()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"ncu took over {timeout:.0f} s"
+    text = open(log).read() if os.path.exists(log) else ""
+    sums = parse_ncu(text)
+    if p.returncode != 0 or sums is None:
+        err = (text + p.stdout + p.stderr).strip().splitlines()
+        return None, (err[-1] if err else f"ncu exited {p.returncode}")
+    return sums, ""
+
+
+def ncu_stage(bundle, out_csv, budget, rehearse):
+    start = time.monotonic()
+    cpu = {r["step"]: r for r in read_csv(os.path.join(bundle, "share", "cpu_counts.csv"))}
+    metrics = [m for _, ms in COUNTERS for m in ms]
+    workdir = tempfile.mkdtemp(prefix="gpu_report_ncu_")  # ncu's log: not one of OUTDIR's files
+    rows, dropped, reached, left = [], [], 0, []
+    for label, step, flags in suite_kernels(bundle, "steps,rungs"):
+        ncu, why = None, "skipped: no GPU (rehearsal)" if rehearse else ""
+        remaining = budget - (time.monotonic() - start)
+        if not rehearse and remaining < 2:
+            left.append(label)
+            why = "not measured: the stage's budget was spent"
+        elif not rehearse:
+            while True:  # an ncu without a metric names it: left out, and the kernel run again
+                ncu, err = run_ncu(bundle, step, flags, metrics, remaining, workdir)
+                missing = re.search(r"[Ff]ailed to find metric ([\w.]+)", err)
+                if ncu is not None or not missing or missing.group(1) not in metrics:
+                    break
+                metrics.remove(missing.group(1))
+                dropped.append(missing.group(1))
+            reached += ncu is not None
+            why = "" if ncu is not None else f"ncu failed: {err}"
+            print(f"ncu: {label}: " + (f"{int(ncu['launches'])} launches" if ncu else why),
+                  flush=True)
+        c = cpu.get(label)
+        for name, ms in COUNTERS:
+            have = ncu is not None and all(m in ncu for m in ms)
+            rows.append({"kernel": label, "shape": NCU_SHAPE, "counter": name,
+                         "ncu_metrics": "+".join(ms),
+                         "cpu": c.get(name, "") if c else "",
+                         "ncu": f"{sum(ncu[m] for m in ms):.0f}" if have else "",
+                         "note": why if ncu is None else
+                         ("" if have else "this ncu has no such metric") if c else
+                         "no CPU count (the bundle's build had no counted copies)"})
+    shutil.rmtree(workdir, ignore_errors=True)
+    with open(out_csv, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["kernel"])
+        w.writeheader()
+        w.writerows(rows)
+    print(f"ncu: {reached} kernels measured" + (f", {len(left)} left at the budget" if left else "")
+          + (f"; metrics this ncu lacks: {', '.join(dropped)}" if dropped else "")
+          + f"; {out_csv}")
+    return 3 if left else 0
+
+
+# ---- the summary ---------------------------------------------------------------------------------
+
+def fmt(v, digits=3):
+    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
+
+
+def table(head, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def stage_table(stages):
+    return table(["stage", "limit (s)", "took (s)", "status"],
+                 [[s["name"], s["limit_s"], s["took_s"], s["status"]] for s in stages])
+
+
+def check_section(rows):
+    if not rows:
+        return "No correctness results (the stage did not run or wrote nothing).", {}
+    per = {}
+    for r in rows:
+        k = per.setdefault(r["kernel"], {"pass": 0, "fail": 0, "skipped": 0, "first": ""})
+        k[r["status"]] = k.get(r["status"], 0) + 1
+        if r["status"] == "fail" and not k["first"]:
+            k["first"] = f"{r['case']}: {r['detail']}"
+    backend = rows[0]["backend"]
+    body = table(["kernel", "passed", "failed", "skipped", "first failure"],
+                 [[k, v["pass"], v["fail"], v["skipped"], v["first"] or "-"]
+                  for k, v in per.items()])
+    totals = {s: sum(v[s] for v in per.values()) for s in ("pass", "fail", "skipped")}
+    head = (f"Backend {backend}; fresh inputs, each case's seed in check.csv: {len(per)} kernels, "
+            f"{totals['pass']} runs passed, {totals['fail']} failed, {totals['skipped']} skipped "
+            "(a head dim the kernel is not built for, or a GPU it cannot run on).")
+    return head + "\n\n" + body, totals
+
+
+def sanitize_section(path):
+    """Per tool: its summary line, the kernels it reached, and the kernels with findings."""
+    if not os.path.exists(path):
+        return "Not run.", {}
+    text = open(path).read()
+    out, result = [], {}
+    for tool in SANITIZERS:
+        part = text.split(f"### {tool}\n", 1)
+        if len(part) < 2:
+            continue
+        body = part[1].split("### ", 1)[0]
+        if body.strip().startswith("skipped"):
+            out.append([tool, body.strip(), "-", "-"])
+            result[tool] = "skipped"
+            continue
+        summary = re.findall(r"========= (?:ERROR|RACECHECK) SUMMARY: .*", body)
+        flagged, pending = set(), False
+        reached = []
+        for line in body.splitlines():
+            if line.startswith("========= ") and re.search(r"(Invalid|Race|hazard|Barrier|"
+                                                           r"Uninitialized|error)", line,
+                                                           re.IGNORECASE) \
+                    and "SUMMARY" not in line:
+                pending = True
+            m = re.match(r"(PASS|FAIL|SKIP) (.+?): ", line)
+            if m:
+                reached.append(m.group(2))
+                if pending:
+                    flagged.add(m.group(2))
+                pending = False
+        out.append([tool, summary[-1].replace("========= ", "") if summary else
+                    "no summary (stopped at its limit?)", len(reached),
+                    ", ".join(sorted(flagged)) or "none"])
+        result[tool] = {"summary": summary[-1] if summary else "", "reached": len(reached),
+                        "flagged": sorted(flagged)}
+    return table(["tool", "summary", "kernels reached", "kernels with findings"], out), result
+
+
+def compulsory_bytes(r):
+    b, h, hk = int(r["batch"]), int(r["heads"]), int(r["heads_kv"] or r["heads"])
+    sq, sk, d = int(r["seqlen_q"]), int(r["seqlen_k"]), int(r["dim"])
+    return 2 * (2 * b * h * sq * d + 2 * b * hk * sk * d) + 4 * b * h * sq
+
+
+def shape_of(r):
+    return (f"{r['dtype']} B={r['batch']} H={r['heads']} S={r['seqlen_q']} D={r['dim']}"
+            + (" causal" if r["causal"] == "1" else ""))
+
+
+def is_ladder(r):
+    return (f"--batch {r['batch']} --heads {r['heads']} --seq {r['seqlen_q']} --dim {r['dim']} "
+            f"--dtype {r['dtype']}" in LADDER_SHAPES and r["causal"] == "0")
+
+
+def timing_section(rows, peaks):
+    """Every kernel at the ladder's shapes (time, TFLOPS, the two shares), then the grid's TFLOPS
+    with a column per kernel, one table per dtype."""
+    if not rows:
+        return "No timings (the stage did not run or wrote nothing)."
+    mm, bw = peaks.get("bf16_matmul"), peaks.get("copy_bandwidth")
+    head = ("Each row's share of this GPU's bf16 matrix-product rate "
+            f"({fmt(mm) if mm else '?'} TFLOP/s, measured in this run) is its TFLOPS over that "
+            "rate; its share of the device-to-device copy bandwidth "
+            f"({fmt(bw) if bw else '?'} TB/s, bytes read plus written) is the bytes it must move "
+            "at least (Q, K, V read once, O and LSE written once) over its time, over that "
+            "bandwidth.")
+
+    def cells(r):
+        t, tf = float(r["time_ms"]), float(r["tflops"])
+        return [f"{1e3 * t:.4g}", f"{tf:.1f}", f"{100 * tf / mm:.0f}%" if mm else "-",
+                f"{100 * compulsory_bytes(r) / (t * 1e-3) / 1e12 / bw:.0f}%" if bw else "-"]
+    ladder = [r for r in rows if is_ladder(r)]
+    shapes = list(dict.fromkeys(shape_of(r) for r in ladder))
+    kernels = list(dict.fromkeys(r["step"] + (f" {r['config']}" if r["config"] and "[" not in
+                                              r["step"] else "") for r in ladder))
+    by = {(shape_of(r), r["step"] + (f" {r['config']}" if r["config"] and "[" not in r["step"]
+                                     else "")): r for r in ladder}
+    out = [head]
+    for shape in shapes:
+        out.append(f"**{shape}**\n\n" + table(
+            ["kernel", "us", "TFLOPS", "of bf16 matmul", "of copy bandwidth"],
+            [[k] + cells(by[(shape, k)]) for k in kernels if (shape, k) in by]))
+    grid = [r for r in rows if not is_ladder(r)]
+    for dtype in ("fp16", "bf16"):
+        mine = [r for r in grid if r["dtype"] == dtype]
+        if not mine:
+            continue
+        names = list(dict.fromkeys(r["step"] for r in mine))
+        cell = {(shape_of(r), r["step"]): f"{float(r['tflops']):.0f}" for r in mine}
+        out.append(f"**The FlashAttention grid, {dtype}, TFLOPS** (16k tokens a batch, H = 2048 / "
+                   "D; empty: left out, a run predicted over 40 ms, or not available)\n\n"
+                   + table(["shape"] + names,
+                           [[sh] + [cell.get((sh, n), "") for n in names]
+                            for sh in dict.fromkeys(shape_of(r) for r in mine)]))
+    return "\n\n".join(out)
+
+
+def counters_section(rows):
+    if not rows:
+        return "No counters table (the stage did not run)."
+    if not any(r["ncu"] for r in rows):
+        notes = sorted({r["note"] for r in rows if r["note"]})
+        return ("Nsight Compute measured nothing (" + "; ".join(notes) + "): the CPU backend's "
+                "counts alone are in counters.csv.")
+    out = []
+    for r in rows:
+        if r["cpu"] in ("", "0") and r["ncu"] in ("", "0"):
+            continue
+        ratio = (f"{float(r['ncu']) / float(r['cpu']):.2f}"
+                 if r["cpu"] and r["ncu"] and float(r["cpu"]) > 0 else "-")
+        out.append([r["kernel"], r["counter"], r["cpu"] or "-", r["ncu"] or "-", ratio,
+                    r["note"] or ""])
+    return (f"Shape `{rows[0]['shape']}`; CPU: the counted copy on the CPU backend "
+            "(--counters), ncu: Nsight Compute's metrics named in counters.csv, summed over the "
+            "run's launches. `dram_bytes_min` is a lower bound: ncu's DRAM bytes may exceed it.\n\n"
+            + table(["kernel", "counter", "CPU", "ncu", "ncu / CPU", "note"], out))
+
+
+def chart(rows, title, path):
+    """TFLOPS per step and rung at the ladder shapes, SDPA's backends and cuBLAS as lines."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "no chart: matplotlib is not installed here"
+    ladder = [r for r in rows if is_ladder(r)]
+    if not ladder:
+        return "no chart: no timings at the ladder's shapes"
+    shapes_seen = list(dict.fromkeys(shape_of(r) for r in ladder))
+    fig, axes = plt.subplots(len(shapes_seen), 1, figsize=(12, 4.2 * len(shapes_seen)),
+                             squeeze=False)
+    for ax, shape in zip(axes[:, 0], shapes_seen):
+        mine = [r for r in ladder if shape_of(r) == shape]
+        kernels = [r for r in mine if not r["step"].startswith(("torch_sdpa", "baseline"))]
+        values = [float(r["tflops"]) for r in kernels]
+        ax.bar(range(len(kernels)), values, color="#4c72b0")
+        for i, v in enumerate(values):
+            ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize=6)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(kernels)))
+        ax.set_xticklabels([r["step"].replace("_warpspecialized", "").replace("_tensorcore", "")
+                            .replace("_fused", "").replace("_tiled", "").replace("_naive", "")
+                            + (f" {r['config']}" if r["config"] and "[" not in r["step"]
+                               and r["step"].startswith("step4") else "")
+                            for r in kernels], rotation=60, ha="right", fontsize=7)
+        for i, ref in enumerate(r for r in mine if r["step"].startswith(("torch_sdpa",
+                                                                          "baseline"))):
+            ax.axhline(float(ref["tflops"]), color=f"C{i + 1}", linestyle="--", linewidth=1,
+                       label=f"{ref['step']} {float(ref['tflops']):.0f}")
+        ax.set_ylabel("TFLOPS (log)")
+        ax.set_title(shape, fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return ""
+
+
+def provenance(work):
+    def read(name):
+        p = os.path.join(work, name)
+        return open(p).read().strip() if os.path.exists(p) else ""
+    manifest = dict(line.split(": ", 1) for line in read("manifest.txt").splitlines()
+                    if ": " in line)
+    return {"gpu_idle": read("nvidia-smi-before.csv"), "gpu_loaded": read("nvidia-smi-after.csv"),
+            "bundle": manifest}
+
+
+def summary(bundle, outdir, work):
+    stages = [json.loads(line) for line in open(os.path.join(work, "stages.jsonl"))]
+    prov = provenance(work)
+    rehearsal = any(s["status"].startswith("skipped: no GPU") for s in stages)
+    peaks = {r["measure"]: float(r["value"]) for r in read_csv(os.path.join(work, "peaks.csv"))}
+    timings = read_csv(os.path.join(outdir, "timings.csv"))
+    check_text, check_totals = check_section(read_csv(os.path.join(outdir, "check.csv")))
+    san_text, san = sanitize_section(os.path.join(outdir, "sanitize.txt"))
+    manifest = prov["bundle"]
+    gpu = (prov["gpu_idle"].splitlines()[1:2] or ["no GPU (rehearsal)"])[0]
+    commit = manifest.get("commit", "unknown")
+    title = (f"{gpu.split(',')[0]}; driver {gpu.split(',')[1].strip() if ',' in gpu else '-'}; "
+             f"commit {commit}; bundle {manifest.get('arch', '?')}, nvcc "
+             f"{manifest.get('toolkit', '?')}" + ("; REHEARSAL, no GPU" if rehearsal else ""))
+    chart_note = chart(timings, title, os.path.join(outdir, "chart.png")) if timings else \
+        "no chart: no timings"
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    text = "\n\n".join([
+        f"# GPU run of {commit}: {gpu.split(',')[0]}",
+        f"Made by `scripts/gpu_run.sh` on {date}. Bundle: {manifest.get('arch', '?')}, built by "
+        f"nvcc {manifest.get('toolkit', '?')} from commit {commit}.",
+        "GPU as found, before the run (`nvidia-smi --query-gpu`):\n\n```\n"
+        + (prov["gpu_idle"] or "none") + "\n```\n\nand after the timings:\n\n```\n"
+        + (prov["gpu_loaded"] or "none") + "\n```",
+        "## Stages\n\n" + stage_table(stages),
+        "## a. Correctness (check.csv)\n\n" + check_text,
+        "## b. compute-sanitizer (sanitize.txt)\n\n" + san_text,
+        "## c. Timings (timings.csv)\n\n" + (f"Measured ceilings: {peaks}" if peaks else
+                                             "No measured ceilings.") + "\n\n"
+        + timing_section(timings, peaks) + ("\n\n" + chart_note if chart_note else
+                                            "\n\n![TFLOPS](chart.png)"),
+        "## d. Counters beside Nsight Compute (counters.csv)\n\n"
+        + counters_section(read_csv(os.path.join(outdir, "counters.csv"))),
+    ])
+    with open(os.path.join(outdir, "README.md"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(outdir, "run.json"), "w") as f:
+        json.dump({"rehearsal": rehearsal, "date": date, "commit": commit, "title": title,
+                   "provenance": prov, "stages": stages, "peaks": peaks,
+                   "check": check_totals, "sanitize": san}, f, indent=1)
+    for s in stages:
+        print(f"  {s['name']:<28} {s['took_s']:>5} s of {s['limit_s']:>4}  {s['status']}")
+    return 0
+
+
+# ---- the README ----------------------------------------------------------------------------------
+
+def readme(path, dirs, allow_rehearsal):
+    markers.check(path, "gpu-results")
+    runs = []
+    for d in dirs:
+        try:
+            with open(os.path.join(d, "run.json")) as f:
+                run = json.load(f)
+        except (OSError, ValueError) as e:
+            refuse(f"{d}: not a GPU run's results ({e})")
+        if run["rehearsal"] and not allow_rehearsal:
+            refuse(f"{d}: a rehearsal's results, not a GPU's (no GPU ran them)")
+        runs.append((d, run))
+    if not runs:
+        body = ("![The counted progression on the CPU backend: counts and a model, not GPU "
+                f"performance]({COUNTED_CHART})\n\n"
+                "No GPU has run these kernels yet: the picture is what the CPU backend counts "
+                "([Results](#results)). `scripts/gpu_bundle.sh` and `scripts/gpu_run.sh` "
+                "([docs/gpus.md](docs/gpus.md)) are the two commands that will put a GPU's "
+                "results here: correctness, compute-sanitizer, timings beside PyTorch SDPA and "
+                "cuBLAS, and Nsight Compute beside the CPU counts.")
+    else:
+        parts = []
+        for d, run in runs:
+            rel = os.path.relpath(d, os.path.dirname(os.path.abspath(path)))
+            parts.append(f"![{run['title']}]({rel}/chart.png)\n\n{run['title']}; "
+                         f"{run['date']}. Correctness: {run['check'].get('pass', 0)} runs "
+                         f"passed, {run['check'].get('fail', 0)} failed. Every table: "
+                         f"[{rel}/README.md]({rel}/README.md).")
+        parts.append("The CPU backend's counted chart, and its table under [Results](#results):"
+                     f"\n\n![The counted progression on the CPU backend: counts and a model, not "
+                     f"GPU performance]({COUNTED_CHART})")
+        body = "\n\n".join(parts)
+    markers.rewrite(path, "gpu-results", "Generated by `scripts/gpu_report.py readme`; do not "
+                    "edit by hand.\n\n" + body)
+    return 0
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if len(argv) >= 2 else 2
+    cmd, rest = argv[1], argv[2:]
+    if cmd == "shapes" and len(rest) == 1:
+        print("\n".join(shapes(rest[0])))
+        return 0
+    if cmd == "ncu" and len(rest) >= 4 and rest[2] == "--budget":
+        return ncu_stage(rest[0], rest[1], float(rest[3]), "--rehearse" in rest[4:])
+    if cmd == "summary" and len(rest) == 3:
+        return summary(*rest)
+    if cmd == "readme" and rest:
+        allow = "--allow-rehearsal" in rest
+        return readme(rest[0], [r for r in rest[1:] if r != "--allow-rehearsal"], allow)
+    refuse(f"{' '.join(argv[1:])}: see --help for the commands")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

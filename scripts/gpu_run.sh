@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# The GPU run: checks, sanitises, times and profiles every step and rung of a bundle
+# (scripts/gpu_bundle.sh) in one command with a fixed time budget (docs/gpus.md).
+#
+#   scripts/gpu_run.sh BUNDLE OUTDIR [--budget 480] [--rehearse]
+#
+# Stages, in this order, each with its own time limit (printed first; a stage that overruns is
+# stopped, recorded as such, and the next one runs):
+#   a. correctness: every kernel over the test matrix and the tile-boundary shapes, fresh random
+#      inputs, outputs poisoned before each run, against the FP64 reference (attn_suite check);
+#   b. compute-sanitizer memcheck, racecheck, synccheck and initcheck at two small shapes: the
+#      steps' own kernels first, then the rungs, as far as each tool's share of the budget reaches;
+#   c. timings with CUDA events: the bf16 matrix-product rate and copy bandwidth of this GPU; every
+#      kernel at seed 004's shape and at S = 4096, D = 128; PyTorch SDPA's flash, efficient and
+#      cuDNN backends at every shape; the steps' own kernels and cuBLAS on the FlashAttention grid;
+#   d. Nsight Compute on every kernel at one small shape, beside what the CPU backend counted.
+# OUTDIR gets eight files: log.txt, README.md, run.json, check.csv, sanitize.txt, timings.csv,
+# counters.csv, chart.png. A stage whose own budget ran out before every kernel ran says so
+# ("partial") and names what it left. Exit status 0 when every stage passed or was partial, 1
+# otherwise; 2, with one line,
+# for a BUNDLE that is not one, an OUTDIR that cannot be written, or no GPU without --rehearse.
+#
+# --rehearse runs the same script without a GPU: the correctness stage on the CPU backend at two
+# small shapes, the stages that need a GPU each one line "skipped: no GPU", the report written.
+set -uo pipefail
+fail() { echo "gpu_run: $*" >&2; exit 2; }
+usage="usage: scripts/gpu_run.sh BUNDLE OUTDIR [--budget SECONDS] [--rehearse]"
+bundle="" out="" budget=480 rehearse=0
+while (($#)); do
+  case "$1" in
+    --budget) budget=${2:-}; shift 2 || fail "$usage" ;;
+    --rehearse) rehearse=1; shift ;;
+    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) fail "unknown option $1 ($usage)" ;;
+    *) if [[ -z $bundle ]]; then bundle=$1; elif [[ -z $out ]]; then out=$1; else fail "$usage"; fi
+       shift ;;
+  esac
+done
+[[ -n $bundle && -n $out ]] || fail "$usage"
+[[ $budget =~ ^[0-9]+$ ]] && ((budget >= 20)) || fail "--budget $budget: whole seconds, 20 or more"
+[[ -f $bundle/MANIFEST && -x $bundle/bin/attn_suite ]] ||
+  fail "$bundle: not a bundle (no MANIFEST or bin/attn_suite; scripts/gpu_bundle.sh makes one)"
+bundle=$(cd "$bundle" && pwd)
+if ((!rehearse)) && ! { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }; then
+  fail "no NVIDIA GPU here (nvidia-smi finds none); --rehearse runs the script without one"
+fi
+py=$(command -v python3) || fail "no python3 here: the run's report needs it"
+if [[ -e $out && -n $(ls -A "$out" 2>/dev/null) && ! -f $out/run.json && ! -f $out/log.txt ]]; then
+  fail "$out: not empty and not an earlier run's results: choose a new folder"
+fi
+mkdir -p "$out" 2>/dev/null && [[ -w $out ]] && touch "$out/log.txt" 2>/dev/null ||
+  fail "$out: cannot be written"
+out=$(cd "$out" && pwd)
+
+rm -f "$out"/{log.txt,README.md,run.json,check.csv,sanitize.txt,timings.csv,counters.csv,chart.png}
+work=$(mktemp -d)
+exec > >(tee "$out/log.txt") 2>&1
+tee_pid=$!
+# At the end: the log complete on disk before the script returns, the scratch folder gone.
+trap 'exec >&- 2>&-; wait "$tee_pid"; rm -rf "$work"' EXIT
+export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONUNBUFFERED=1
+suite=$bundle/bin/attn_suite
+
+# The stages' limits, in seconds: shares of the budget that add up to it.
+limit_a=$((budget * 15 / 100)) limit_b=$((budget * 30 / 100)) limit_c=$((budget * 35 / 100))
+limit_d=$((budget - limit_a - limit_b - limit_c))
+echo "gpu_run: $(sed -n 's/^commit: //p' "$bundle/MANIFEST"), GPU code for" \
+  "$(sed -n 's/^arch: //p' "$bundle/MANIFEST"); $( ((rehearse)) && echo "REHEARSAL, no GPU" ||
+  nvidia-smi -L | head -1)"
+echo "gpu_run: stage limits: a. correctness $limit_a s, b. sanitizers $limit_b s," \
+  "c. timings $limit_c s, d. Nsight Compute $limit_d s: $((limit_a + limit_b + limit_c + limit_d)) s"
+cp "$bundle/MANIFEST" "$work/manifest.txt"
+gpu_state() {  # the GPU as found: name, driver, clocks, power, temperature
+  ((rehearse)) && return 0
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.draw,power.limit,temperature.gpu,pstate \
+    --format=csv >"$work/$1" 2>&1 || true
+}
+gpu_state nvidia-smi-before.csv
+# A library attn_suite lacks on the loader's path (cuBLAS, where the toolkit's lib64 is elsewhere):
+# looked for among the CUDA toolkits and Python's packages (PyTorch's wheels carry one).
+for lib in $(ldd "$suite" | awk '/not found/ {print $1}'); do
+  dir=$(find /usr/local /opt /usr/lib "$("$py" -c 'import site; print(site.getsitepackages()[0])' \
+    2>/dev/null)" -name "$lib" -print -quit 2>/dev/null)
+  if [[ -n $dir ]]; then
+    export LD_LIBRARY_PATH="${dir%/*}:$LD_LIBRARY_PATH"
+    echo "gpu_run: $lib from ${dir%/*}"
+  else
+    echo "gpu_run: attn_suite needs $lib, found nowhere here: the stages that run it will fail"
+  fi
+done
+
+status=0
+# stage NAME LIMIT COMMAND...: runs COMMAND for at most LIMIT seconds, records how it ended.
+stage() {
+  local name=$1 limit=$2 start rc verdict
+  shift 2
+  echo "== $name (limit ${limit} s)"
+  start=$SECONDS
+  # bash -c: a stage may be one of this script's functions (exported below).
+  timeout --kill-after=5 "$limit" bash -c '"$@"' "$name" "$@"
+  rc=$?
+  case $rc in
+    0) verdict=passed ;;
+    3) verdict="partial: its budget ran out before every kernel ran" ;;
+    124 | 137) verdict="stopped at its limit"; status=1 ;;
+    *) verdict="failed (exit $rc)"; status=1 ;;
+  esac
+  echo "== $name: $verdict after $((SECONDS - start)) s"
+  printf '{"name": "%s", "limit_s": %d, "took_s": %d, "status": "%s"}\n' "$name" "$limit" \
+    $((SECONDS - start)) "$verdict" >>"$work/stages.jsonl"
+}
+skipped() {  # skipped NAME LIMIT: a stage that needs a GPU, in a rehearsal
+  echo "== $1: skipped: no GPU"
+  printf '{"name": "%s", "limit_s": %d, "took_s": 0, "status": "skipped: no GPU"}\n' "$1" "$2" \
+    >>"$work/stages.jsonl"
+}
+tuned=$bundle/share/tuned_configs.csv
+export out work bundle suite py tuned
+
+# a. Correctness.
+if ((rehearse)); then
+  stage "a. correctness" "$limit_a" "$suite" check --backend cpu --cases sanitize \
+    --csv "$out/check.csv" --budget $((limit_a * 8 / 10)) --tuned-table "$tuned"
+else
+  stage "a. correctness" "$limit_a" "$suite" check --backend gpu --cases matrix \
+    --csv "$out/check.csv" --budget $((limit_a * 8 / 10)) --tuned-table "$tuned"
+fi
+
+# b. compute-sanitizer: one process per tool over every kernel at the two small shapes; a tool's
+# share of the stage ends its run at its budget (the kernels not reached are named).
+sanitize() {  # each tool a quarter of the stage: kernels started in its first three quarters
+  local quarter=$(($1 / 4)) tool rc stopped=0
+  local limit=$((quarter > 3 ? quarter - 2 : 1)) start_by=$((quarter > 1 ? quarter * 3 / 4 : 1))
+  for tool in memcheck racecheck synccheck initcheck; do
+    echo "### $tool" >>"$out/sanitize.txt"
+    timeout --kill-after=2 "$limit" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      --print-limit 20 "$suite" check --backend gpu --cases sanitize --kernels steps,rungs \
+      --budget "$start_by" --tuned-table "$tuned" >>"$out/sanitize.txt" 2>&1
+    rc=$?
+    echo "sanitizer $tool: exit $rc"
+    ((rc == 124 || rc == 137)) && stopped=1
+  done
+  ! grep -qE '^========= (ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9])' "$out/sanitize.txt" &&
+    ((!stopped))
+}
+export -f sanitize
+if ((rehearse)); then
+  skipped "b. compute-sanitizer" "$limit_b"
+  for tool in memcheck racecheck synccheck initcheck; do
+    printf '### %s\nskipped: no GPU\n' "$tool" >>"$out/sanitize.txt"
+  done
+else
+  stage "b. compute-sanitizer" "$limit_b" sanitize "$limit_b"
+fi
+
+# c. Timings: the ceilings, every kernel at the ladder's shapes, SDPA, the grid.
+"$py" "$bundle/scripts/gpu_report.py" shapes ladder >"$work/ladder.txt"
+"$py" "$bundle/scripts/gpu_report.py" shapes fa >"$work/fa.txt"
+timings() {  # exit status: the worst of its parts' (3: one ran out of its budget)
+  local l=$1 commit worst=0 rc
+  commit=$(sed -n 's/^commit: //p' "$bundle/MANIFEST")
+  note() { rc=$?; ((rc == 3 && worst == 0 || rc == 1 || rc == 2 || rc == 124)) && worst=$rc; }
+  "$suite" peaks --csv "$work/peaks.csv"
+  note
+  "$suite" time --shapes "$work/ladder.txt" --kernels all --csv "$out/timings.csv" \
+    --budget $((l * 25 / 100)) --tuned-table "$tuned"
+  note
+  timeout $((l * 30 / 100)) "$py" "$bundle/scripts/bench_torch.py" --shapes "$work/ladder.txt" \
+    --shapes "$work/fa.txt" --backends flash,efficient,cudnn --suite "$suite" --commit "$commit" \
+    --out "$out/timings.csv"
+  note
+  "$suite" time --shapes "$work/fa.txt" --kernels steps,baseline --csv "$out/timings.csv" \
+    --budget $((l * 30 / 100)) --tuned-table "$tuned"
+  note
+  return $worst
+}
+export -f timings
+if ((rehearse)); then
+  skipped "c. timings" "$limit_c"
+else
+  stage "c. timings" "$limit_c" timings "$limit_c"
+  gpu_state nvidia-smi-after.csv
+fi
+
+# d. Nsight Compute beside the CPU backend's counts (the rehearsal writes the CPU column alone).
+if ((rehearse)); then
+  "$py" "$bundle/scripts/gpu_report.py" ncu "$bundle" "$out/counters.csv" --budget "$limit_d" \
+    --rehearse
+  skipped "d. Nsight Compute" "$limit_d"
+else
+  stage "d. Nsight Compute" "$limit_d" "$py" "$bundle/scripts/gpu_report.py" ncu "$bundle" \
+    "$out/counters.csv" --budget $((limit_d * 9 / 10))
+fi
+
+echo "== summary"
+"$py" "$bundle/scripts/gpu_report.py" summary "$bundle" "$out" "$work" || status=1
+echo "gpu_run: $( ((status)) && echo "a stage failed or overran" || echo "every stage passed");" \
+  "$(ls "$out" | wc -l) files in $out"
+exit $status

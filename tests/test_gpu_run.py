@@ -1,0 +1,241 @@
+"""The GPU run without a GPU (scripts/gpu_bundle.sh, scripts/gpu_run.sh, scripts/gpu_report.py):
+its bad input, its rehearsal, its GPU path against stand-ins for the GPU's tools, the parsing of
+Nsight Compute's output, and attn_suite's timing mode on the CPU backend.
+
+ATTN_BUILD_DIR names the build; the bundle packed from it by the CTest fixture gpu_run.bundle is
+ATTN_BUILD_DIR/gpu-bundle-rehearsal.
+"""
+import csv
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = Path(os.environ.get("ATTN_BUILD_DIR", ROOT / "build"))
+BUNDLE = BUILD / "gpu-bundle-rehearsal"
+BUNDLE_SH, RUN_SH = ROOT / "scripts" / "gpu_bundle.sh", ROOT / "scripts" / "gpu_run.sh"
+sys.path.insert(0, str(ROOT / "scripts"))
+import gpu_report  # noqa: E402
+
+FILES = {"log.txt", "README.md", "run.json", "check.csv", "sanitize.txt", "timings.csv",
+         "counters.csv", "chart.png"}
+
+
+def run(*cmd, env=None, timeout=600):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def stand_in(folder, name, body):
+    path = Path(folder) / name
+    path.write_text("#!/usr/bin/env bash\n" + textwrap.dedent(body))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+class GpuRun(unittest.TestCase):
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="gpu_run_test_"))
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+
+    def assert_refused(self, result, words):
+        self.assertEqual(result.returncode, 2, result.stdout + result.stderr)
+        self.assertEqual(result.stdout, "")
+        self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+        self.assertIn(words, result.stderr)
+
+    def test_bad_input_is_one_line_and_exit_2(self):
+        full = self.tmp / "full"
+        full.mkdir()
+        (full / "mine.txt").write_text("not a bundle")
+        # gpu_bundle.sh: an architecture this toolkit lacks (or no toolkit), a folder of something
+        # else, a folder that cannot be written, no OUTDIR.
+        r = run(BUNDLE_SH, "--arch", "42", self.tmp / "b")
+        self.assert_refused(r, "--arch 42")
+        self.assert_refused(run(BUNDLE_SH, "--arch", "sm90", self.tmp / "b"), "by number")
+        self.assert_refused(run(BUNDLE_SH, "--from-build", BUILD, full), "not a bundle")
+        self.assert_refused(run(BUNDLE_SH, "--from-build", BUILD, "/proc/b"), "cannot be written")
+        self.assert_refused(run(BUNDLE_SH, "--arch", "90a"), "usage")
+        self.assert_refused(run(BUNDLE_SH, "--from-build", self.tmp, self.tmp / "b"), "no bin/attn_suite")
+        # gpu_run.sh: a folder that is not a bundle, an OUTDIR that cannot be written or holds
+        # something else, no GPU without --rehearse, a budget too small to split.
+        self.assert_refused(run(RUN_SH, full, self.tmp / "o", "--rehearse"), "not a bundle")
+        self.assert_refused(run(RUN_SH, BUNDLE, "/proc/o", "--rehearse"), "cannot be written")
+        self.assert_refused(run(RUN_SH, BUNDLE, full, "--rehearse"), "not empty")
+        self.assert_refused(run(RUN_SH, BUNDLE, self.tmp / "o", "--budget", "10", "--rehearse"),
+                            "--budget 10")
+        env = dict(os.environ, PATH=f"{self.tmp}:/usr/bin:/bin")  # no nvidia-smi
+        self.assert_refused(run(RUN_SH, BUNDLE, self.tmp / "o", env=env), "no NVIDIA GPU here")
+        # gpu_report.py readme: markers missing, a folder that holds no run
+        readme = self.tmp / "README.md"
+        readme.write_text("no markers\n")
+        self.assert_refused(run(sys.executable, ROOT / "scripts" / "gpu_report.py", "readme",
+                                readme), "no <!-- gpu-results:begin -->")
+
+    def test_the_rehearsal_runs_every_stage(self):
+        out = self.tmp / "out"
+        r = run(RUN_SH, BUNDLE, out, "--rehearse")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        log = (out / "log.txt").read_text()
+        self.assertEqual(log, r.stdout)  # the log is the whole output, complete when it returns
+        self.assertIn("stage limits: a. correctness 72 s, b. sanitizers 144 s, c. timings 168 s, "
+                      "d. Nsight Compute 96 s: 480 s", log)
+        for stage in ("b. compute-sanitizer", "c. timings", "d. Nsight Compute"):
+            self.assertIn(f"== {stage}: skipped: no GPU", log)
+        self.assertLessEqual(set(os.listdir(out)), FILES)
+        # every kernel checked on the CPU backend, and passed
+        kernels = run(BUNDLE / "bin" / "attn_suite", "list", "--kernels", "steps,rungs,configs")
+        labels = {line.split("\t")[0] for line in kernels.stdout.splitlines()}
+        with open(out / "check.csv") as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual({r["kernel"] for r in rows}, labels)
+        self.assertTrue(all(r["status"] == "pass" and r["backend"] == "cpu" for r in rows))
+        report = json.loads((out / "run.json").read_text())
+        self.assertTrue(report["rehearsal"])
+        self.assertEqual([s["status"] for s in report["stages"]],
+                         ["passed"] + ["skipped: no GPU"] * 3)
+        summary = (out / "README.md").read_text()
+        self.assertIn("| step4_tensorcore[swizzle] | 2 | 0 | 0 | - |", summary)
+        # the counters table: the CPU column from the bundle, ncu's empty, said why
+        with open(out / "counters.csv") as f:
+            counters = list(csv.DictReader(f))
+        if (BUNDLE / "share" / "cpu_counts.csv").exists():
+            mma = [c for c in counters if c["kernel"] == "step4_tensorcore" and c["counter"] == "mma"]
+            self.assertGreater(int(mma[0]["cpu"]), 0)
+        self.assertTrue(all(c["ncu"] == "" for c in counters))
+        # the README's block refuses a rehearsal's results, unless asked to show one
+        readme = self.tmp / "README.md"
+        readme.write_text("# x\n<!-- gpu-results:begin -->\nold\n<!-- gpu-results:end -->\n")
+        tool = [sys.executable, ROOT / "scripts" / "gpu_report.py", "readme", readme]
+        self.assert_refused(run(*tool, out), "a rehearsal's results")
+        self.assertEqual(run(*tool, out, "--allow-rehearsal").returncode, 0)
+        self.assertIn("REHEARSAL, no GPU", readme.read_text())
+        self.assertEqual(run(*tool).returncode, 0)
+        self.assertIn("No GPU has run these kernels yet", readme.read_text())
+
+    def test_the_gpu_path_runs_against_stand_in_tools(self):
+        # nvidia-smi finds a GPU; compute-sanitizer hangs, deaf to TERM (the stage overruns, is
+        # killed and recorded, and the next one runs); ncu prints its CSV for each kernel. attn_suite itself
+        # finds no CUDA device, so its GPU stages fail: what is tested is the script's plumbing.
+        tools = self.tmp / "tools"
+        tools.mkdir()
+        stand_in(tools, "nvidia-smi", """\
+            case "$*" in
+              -L) echo "GPU 0: Stand-in GPU (UUID: GPU-0)" ;;
+              *) echo "name, driver_version, clocks.sm [MHz]"; echo "Stand-in GPU, 999.1, 1980 MHz" ;;
+            esac""")
+        stand_in(tools, "compute-sanitizer", "trap '' TERM\nsleep 600\n")  # deaf to TERM
+        stand_in(tools, "ncu", """\
+            while [[ $1 == -* ]]; do
+              case $1 in
+                --csv) shift ;;
+                --log-file) log=$2; shift 2 ;;
+                --metrics) metrics=$2; shift 2 ;;
+                *) shift 2 ;;
+              esac
+            done
+            "$@" >/dev/null 2>&1
+            echo '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name","Metric Name","Metric Unit","Metric Value"' >"$log"
+            for m in ${metrics//,/ }; do
+              for id in 0 1; do
+                echo "\\"$id\\",\\"1\\",\\"attn_suite\\",\\"h\\",\\"k\\",\\"1\\",\\"7\\",\\"Command line profiler metrics\\",\\"$m\\",\\"\\",\\"1,000\\"" >>"$log"
+              done
+            done""")
+        env = dict(os.environ, PATH=f"{tools}:{os.environ['PATH']}")
+        out = self.tmp / "out"
+        r = run(RUN_SH, BUNDLE, out, "--budget", "20", env=env, timeout=300)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        report = json.loads((out / "run.json").read_text())
+        self.assertFalse(report["rehearsal"])
+        status = {s["name"]: s for s in report["stages"]}
+        self.assertEqual(list(status), ["a. correctness", "b. compute-sanitizer", "c. timings",
+                                        "d. Nsight Compute"])
+        self.assertEqual(status["b. compute-sanitizer"]["status"], "stopped at its limit")
+        self.assertEqual(sum(s["limit_s"] for s in status.values()), 20)
+        for s in status.values():
+            self.assertLessEqual(s["took_s"], s["limit_s"] + 6, s)
+        self.assertIn("no CUDA device", (out / "log.txt").read_text())
+        self.assertIn("Stand-in GPU, 999.1", report["provenance"]["gpu_idle"])
+        with open(out / "counters.csv") as f:
+            counters = [c for c in csv.DictReader(f) if c["ncu"]]
+        self.assertTrue(counters)
+        dram = [c for c in counters if c["counter"] == "dram_bytes_min"][0]
+        self.assertEqual(dram["ncu"], "4000")  # read + write, each summed over two launches
+        self.assertIn("| ncu / CPU |", (out / "README.md").read_text())
+        self.assertLessEqual(set(os.listdir(out)), FILES)
+
+    def test_ncu_output_is_parsed(self):
+        long = textwrap.dedent("""\
+            ==PROF== Connected to process 7
+            "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name","Metric Name","Metric Unit","Metric Value"
+            "0","7","a","h","k1(int)","1","7","Command line profiler metrics","dram__bytes_read.sum","byte","1,024"
+            "0","7","a","h","k1(int)","1","7","Command line profiler metrics","sm__inst_executed_pipe_tensor_op_hmma.sum","inst","n/a"
+            "1","7","a","h","k2(int)","1","7","Command line profiler metrics","dram__bytes_read.sum","byte","2048"
+            ==PROF== Disconnected from process 7""")
+        self.assertEqual(gpu_report.parse_ncu(long), {"launches": 2, "dram__bytes_read.sum": 3072})
+        wide = textwrap.dedent("""\
+            "ID","Kernel Name","dram__bytes_read.sum","dram__bytes_write.sum"
+            "","","byte","byte"
+            "0","k1","10","1"
+            "1","k2","20","2\"""")
+        self.assertEqual(gpu_report.parse_ncu(wide),
+                         {"launches": 2, "dram__bytes_read.sum": 30, "dram__bytes_write.sum": 3})
+        self.assertIsNone(gpu_report.parse_ncu("==ERROR== Failed to find metric x.sum"))
+
+    def test_the_summary_draws_the_timings(self):
+        # Rows in timings.csv's columns, from attn_suite on the CPU backend at a small shape and
+        # then labelled as the ladder's shapes, with SDPA's and cuBLAS's beside them: what the
+        # summary's tables and the chart do with a GPU's rows (the numbers mean nothing).
+        shapes = self.tmp / "shapes.txt"
+        shapes.write_text("--seq 17 --dim 64\n")
+        raw = self.tmp / "raw.csv"
+        r = run(BUNDLE / "bin" / "attn_suite", "time", "--backend", "cpu", "--shapes", shapes,
+                "--kernels", "steps,rungs", "--iters", "1", "--warmup", "0", "--csv", raw)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(raw) as f:
+            rows = list(csv.DictReader(f))
+        ladder = []
+        for (b, h, seq, d) in ((1, 8, 512, 64), (1, 16, 4096, 128)):
+            for row in rows + [dict(rows[0], step="torch_sdpa_flash"),
+                               dict(rows[0], step="baseline_cublas")]:
+                ladder.append(dict(row, batch=str(b), heads=str(h), heads_kv=str(h),
+                                   seqlen_q=str(seq), seqlen_k=str(seq), dim=str(d),
+                                   tflops=str(1 + len(ladder)), time_ms="0.5", config=""))
+        grid = [dict(ladder[0], seqlen_q="2048", seqlen_k="2048", batch="8", causal="1")]
+        text = gpu_report.timing_section(ladder + grid, {"bf16_matmul": 700.0,
+                                                         "copy_bandwidth": 3.0})
+        self.assertIn("**fp16 B=1 H=8 S=512 D=64**", text)
+        self.assertIn("| step4_tensorcore[swizzle] | 500 |", text)
+        self.assertIn("| fp16 B=8 H=8 S=2048 D=64 causal |", text)  # the grid's table
+        png = self.tmp / "chart.png"
+        note = gpu_report.chart(ladder, "a title", png)
+        self.assertEqual(note, "")
+        self.assertGreater(png.stat().st_size, 10000)
+
+    def test_the_suite_times_on_the_cpu_backend(self):
+        shapes = self.tmp / "shapes.txt"
+        shapes.write_text("--batch 1 --heads 2 --seq 33 --dim 64  # odd\n\n--seq 17 --dim 128 "
+                          "--dtype bf16 --causal\n")
+        suite = BUNDLE / "bin" / "attn_suite"
+        out = self.tmp / "t.csv"
+        r = run(suite, "time", "--backend", "cpu", "--shapes", shapes, "--kernels", "steps",
+                "--iters", "1", "--warmup", "0", "--csv", out)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(out) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual(len(rows), 12)  # six kernels, two shapes
+        self.assertEqual({r["seqlen_q"] for r in rows}, {"33", "17"})
+        shapes.write_text("--seq 17 --rung 2\n")
+        self.assert_refused(run(suite, "time", "--shapes", shapes), "problem's flags alone")
+        self.assert_refused(run(suite, "check", "--kernels", "mine"), "unknown kernel set")
+        self.assert_refused(run(suite, "run", "step9"), "unknown step 'step9'")
+
+
+if __name__ == "__main__":
+    unittest.main()
