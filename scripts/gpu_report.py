@@ -402,6 +402,13 @@ def provenance(work):
             "bundle": manifest}
 
 
+def smi_fields(text):
+    """The values of `nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,
+    clocks.mem,... --format=csv` (gpu_run.sh's query, in its order), or [] where there are none."""
+    lines = text.splitlines()
+    return [f.strip() for f in lines[1].split(",")] if len(lines) > 1 else []
+
+
 def summary(bundle, outdir, work):
     stages = [json.loads(line) for line in open(os.path.join(work, "stages.jsonl"))]
     prov = provenance(work)
@@ -411,16 +418,19 @@ def summary(bundle, outdir, work):
     check_text, check_totals = check_section(read_csv(os.path.join(outdir, "check.csv")))
     san_text, san = sanitize_section(os.path.join(outdir, "sanitize.txt"))
     manifest = prov["bundle"]
-    gpu = (prov["gpu_idle"].splitlines()[1:2] or ["no GPU (rehearsal)"])[0]
+    before, after = smi_fields(prov["gpu_idle"]), smi_fields(prov["gpu_loaded"])
+    gpu = before[0] if before else "no GPU (rehearsal)"
     commit = manifest.get("commit", "unknown")
-    title = (f"{gpu.split(',')[0]}; driver {gpu.split(',')[1].strip() if ',' in gpu else '-'}; "
-             f"commit {commit}; bundle {manifest.get('arch', '?')}, nvcc "
-             f"{manifest.get('toolkit', '?')}" + ("; REHEARSAL, no GPU" if rehearsal else ""))
+    clocks = (f"; SM {after[2]} of {after[3]}, memory {after[4]} after the timings"
+              if len(after) > 4 else "") + (f" ({before[2]} before)" if len(before) > 2 else "")
+    title = (f"{gpu}; driver {before[1] if len(before) > 1 else '-'}{clocks}; commit {commit}; "
+             f"bundle {manifest.get('arch', '?')}, nvcc {manifest.get('toolkit', '?')}"
+             + ("; REHEARSAL, no GPU" if rehearsal else ""))
     chart_note = chart(timings, title, os.path.join(outdir, "chart.png")) if timings else \
         "no chart: no timings"
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = "\n\n".join([
-        f"# GPU run of {commit}: {gpu.split(',')[0]}",
+        f"# GPU run of {commit}: {gpu}",
         f"Made by `scripts/gpu_run.sh` on {date}. Bundle: {manifest.get('arch', '?')}, built by "
         f"nvcc {manifest.get('toolkit', '?')} from commit {commit}.",
         "GPU as found, before the run (`nvidia-smi --query-gpu`):\n\n```\n"

@@ -128,7 +128,8 @@ class GpuRun(unittest.TestCase):
         stand_in(tools, "nvidia-smi", """\
             case "$*" in
               -L) echo "GPU 0: Stand-in GPU (UUID: GPU-0)" ;;
-              *) echo "name, driver_version, clocks.sm [MHz]"; echo "Stand-in GPU, 999.1, 1980 MHz" ;;
+              *) echo "name, driver_version, clocks.current.sm [MHz], ..."
+                 echo "Stand-in GPU, 999.1, 1755 MHz, 1980 MHz, 2619 MHz, 2619 MHz, 70 W, 700 W, 30, P0" ;;
             esac""")
         stand_in(tools, "compute-sanitizer", "trap '' TERM\nsleep 600\n")  # deaf to TERM
         stand_in(tools, "ncu", """\
@@ -160,8 +161,12 @@ class GpuRun(unittest.TestCase):
         self.assertEqual(sum(s["limit_s"] for s in status.values()), 20)
         for s in status.values():
             self.assertLessEqual(s["took_s"], s["limit_s"] + 6, s)
-        self.assertIn("no CUDA device", (out / "log.txt").read_text())
+        self.assertRegex((out / "log.txt").read_text(),
+                         "--backend gpu: (no CUDA device|built without the CUDA toolkit)")
         self.assertIn("Stand-in GPU, 999.1", report["provenance"]["gpu_idle"])
+        self.assertTrue(report["title"].startswith("Stand-in GPU; driver 999.1; SM 1755 MHz of "
+                                                   "1980 MHz, memory 2619 MHz after the timings"),
+                        report["title"])
         with open(out / "counters.csv") as f:
             counters = [c for c in csv.DictReader(f) if c["ncu"]]
         self.assertTrue(counters)
