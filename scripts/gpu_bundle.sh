@@ -19,7 +19,6 @@
 # OUTDIR that is neither new, empty nor a bundle, or one that cannot be written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 
 fail() { echo "gpu_bundle: $*" >&2; exit 2; }
 usage="usage: scripts/gpu_bundle.sh --arch ARCH OUTDIR | --from-build DIR OUTDIR"
@@ -35,6 +34,16 @@ while (($#)); do
 done
 [[ -n $out && ( -n $arch || -n $from ) && ( -z $arch || -z $from ) ]] || fail "$usage"
 
+if [[ -n $from ]]; then
+  [[ -x $from/bin/attn_suite ]] || fail "--from-build $from: no bin/attn_suite there (build it first)"
+else
+  [[ $arch =~ ^([0-9]+)[af]?$ ]] || fail "--arch $arch: an architecture by number, e.g. 90a or 80"
+  command -v nvcc >/dev/null || fail "--arch $arch: no CUDA toolkit (nvcc) here; a bundle needs GPU code"
+  known=$(nvcc --list-gpu-code | sed -n 's/^sm_//p' | tr '\n' ' ')
+  [[ " $known " == *" ${BASH_REMATCH[1]} "* ]] ||
+    fail "--arch $arch: this toolkit ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')) compiles for ${known% } only"
+  (( BASH_REMATCH[1] >= 75 )) || fail "--arch $arch: the steps need sm_75 or newer"
+fi
 # OUTDIR: new, empty, or an earlier bundle (replaced); never a folder of something else.
 if [[ -e $out ]]; then
   [[ -d $out ]] || fail "$out: exists and is not a folder"
@@ -46,12 +55,6 @@ mkdir -p "$out" 2>/dev/null && [[ -w $out ]] || fail "$out: cannot be written"
 out=$(cd "$out" && pwd)
 
 if [[ -n $arch ]]; then
-  [[ $arch =~ ^([0-9]+)[af]?$ ]] || fail "--arch $arch: an architecture by number, e.g. 90a or 80"
-  command -v nvcc >/dev/null || fail "--arch $arch: no CUDA toolkit (nvcc) here; a bundle needs GPU code"
-  known=$(nvcc --list-gpu-code | sed -n 's/^sm_//p' | tr '\n' ' ')
-  [[ " $known " == *" ${BASH_REMATCH[1]} "* ]] ||
-    fail "--arch $arch: this toolkit ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')) compiles for ${known% } only"
-  (( BASH_REMATCH[1] >= 75 )) || fail "--arch $arch: the steps need sm_75 or newer"
   scripts/setup.sh --python
   build=build-bundle-$arch
   echo "gpu_bundle: building for sm_$arch alone in $build/"
@@ -64,7 +67,6 @@ if [[ -n $arch ]]; then
   cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 else
   build=$from
-  [[ -x $build/bin/attn_suite ]] || fail "--from-build $build: no bin/attn_suite there (build it first)"
 fi
 arch=$("$build/bin/attn_suite" build | sed -n 's/^architectures: //p')
 
