@@ -10,6 +10,9 @@ torch_sdpa_<backend>. Needs PyTorch with CUDA and a GPU; without them it says wh
 Timing is the steps' own method (common/harness.cpp, time_runs): a sample runs SDPA once on each of
 as many copies of the inputs as make three times the L2 cache (at most 64), between one pair of
 CUDA events, and takes the mean; the row's time is the median of --iters samples after --warmup.
+The calls of a sample are captured once in a CUDA graph and replayed, so that Python's dispatch
+(tens of microseconds a call) is not timed; where a backend cannot be captured they are called one
+by one, and the log says so. --budget stops starting new shapes after that many seconds (exit 3).
 """
 import argparse
 import datetime
@@ -19,6 +22,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -84,21 +88,38 @@ def time_sdpa(torch, F, s, backend, iters, warmup, l2_bytes):
     gqa = {"enable_gqa": True} if s["heads_kv"] != s["heads"] else {}
     a, b = (torch.cuda.Event(enable_timing=True) for _ in range(2))
 
-    def sample():
-        if len(sets) == 1:
-            flush.zero_()
-        a.record()
+    def calls():
         for q, k, v in sets:
             F.scaled_dot_product_attention(q, k, v, is_causal=s["causal"], **gqa)
-        b.record()
-        torch.cuda.synchronize()
-        return a.elapsed_time(b) / len(sets)
     with backend:
+        calls()  # the backend runs this shape at all (else RuntimeError), and has warmed up
+        run, method = calls, "one call at a time"
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                calls()  # capture wants its first calls made on a side stream
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                calls()
+            run, method = graph.replay, "CUDA graph"
+        except RuntimeError:
+            torch.cuda.synchronize()
+
+        def sample():
+            if len(sets) == 1:
+                flush.zero_()
+            a.record()
+            run()
+            b.record()
+            torch.cuda.synchronize()
+            return a.elapsed_time(b) / len(sets)
         for _ in range(warmup):
             sample()
         times = sorted(sample() for _ in range(iters))
     n = len(times)
-    return times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+    return (times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])), method
 
 
 def main():
@@ -114,7 +135,12 @@ def main():
     ap.add_argument("--commit", help="the commit to record (default: git's)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--budget", type=float, default=0,
+                    help="seconds after which no new shape is started (exit status 3)")
+    ap.add_argument("--require-gpu", action="store_true",
+                    help="exit 1 instead of 0 where PyTorch or its GPU is missing")
     args = ap.parse_args()
+    started = time.monotonic()
     wanted = args.backends.split(",")
     if any(b not in BACKENDS for b in wanted):
         ap.error(f"--backends {args.backends}: each one of {', '.join(BACKENDS)}")
@@ -125,10 +151,10 @@ def main():
         import torch.nn.functional as F
     except ImportError as e:
         print(f"bench_torch: no PyTorch SDPA baselines: PyTorch (>= 2.3) is not importable ({e})")
-        return 0
+        return 1 if args.require_gpu else 0
     if not torch.cuda.is_available():
         print("bench_torch: no PyTorch SDPA baselines: torch.cuda.is_available() is False")
-        return 0
+        return 1 if args.require_gpu else 0
 
     import csv
     columns = csv_columns([args.suite, "run", "step0_reference"] if args.suite
@@ -143,18 +169,22 @@ def main():
               [dict(s, heads_kv=s["heads"], dtype="fp16") for s in bench.grid(args.grid)])
     new_file = not os.path.exists(args.out) or os.path.getsize(args.out) == 0
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    left = 0
     with open(args.out, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
+        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")  # as common/report.cpp's
         if new_file:
             w.writeheader()
         for s in shapes:
+            if args.budget and time.monotonic() - started > args.budget:
+                left += 1
+                continue
             if s["causal"] and s["seqlen_q"] != s["seqlen_k"]:
                 print(f"bench_torch: skip {bench.describe(s)}: SDPA's is_causal aligns top-left")
                 continue
             for name in wanted:
                 try:
-                    ms = time_sdpa(torch, F, s, sdpa_kernel(kinds[name]), args.iters,
-                                   args.warmup, l2_bytes)
+                    ms, method = time_sdpa(torch, F, s, sdpa_kernel(kinds[name]), args.iters,
+                                           args.warmup, l2_bytes)
                 except RuntimeError as e:  # a backend that does not support this shape or GPU
                     print(f"bench_torch: {name} {s['dtype']} {bench.describe(s)}: not available "
                           f"({str(e).splitlines()[0]})")
@@ -175,7 +205,10 @@ def main():
                 w.writerow({c: row[c] for c in columns})
                 f.flush()
                 print(f"bench_torch: torch_sdpa_{name:9s} {s['dtype']} {bench.describe(s):40s} "
-                      f"{ms:.4f} ms {fl / (ms * 1e-3) / 1e12:8.2f} TFLOPS", flush=True)
+                      f"{ms:.4f} ms {fl / (ms * 1e-3) / 1e12:8.2f} TFLOPS ({method})", flush=True)
+    if left:
+        print(f"bench_torch: the budget of {args.budget:g} s was spent with {left} shapes left")
+        return 3
     return 0
 
 

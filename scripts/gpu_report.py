@@ -3,7 +3,7 @@
 Nsight Compute stage and its table beside the CPU backend's counts, and the report it leaves.
 
     gpu_report.py shapes ladder|fa                       the shapes files' lines
-    gpu_report.py ncu BUNDLE OUT.csv --budget S [--rehearse]
+    gpu_report.py ncu BUNDLE OUT.csv --budget S --suite ATTN_SUITE [--rehearse]
     gpu_report.py summary BUNDLE OUTDIR WORKDIR          README.md, run.json, chart.png
     gpu_report.py readme README.md [RESULTS_DIR ...]     the README's GPU results block
 
@@ -54,6 +54,8 @@ COUNTERS = [
     ("wgmma", ["sm__inst_executed_pipe_tensor_op_gmma.sum"]),
     ("dram_bytes_min", ["dram__bytes_read.sum", "dram__bytes_write.sum"]),
 ]
+# A kernel's time alone, as ncu measures it (one run, caches flushed, clocks as found).
+DURATION = "gpu__time_duration.sum"
 SANITIZERS = ["memcheck", "racecheck", "synccheck", "initcheck"]
 # The README's picture until a GPU has run the kernels (scripts/chart.py draws it).
 COUNTED_CHART = "docs/results/cpu-simt-smoke.png"
@@ -70,10 +72,10 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
-def suite_kernels(bundle, sets):
-    """(label, step, flags) of each kernel, from the bundle's attn_suite."""
-    out = subprocess.run([os.path.join(bundle, "bin", "attn_suite"), "list", "--kernels", sets],
-                         capture_output=True, text=True, check=True).stdout
+def suite_kernels(suite, sets):
+    """(label, step, flags) of each kernel, from attn_suite (the bundle's, or gpu_run's wrapper)."""
+    out = subprocess.run([suite, "list", "--kernels", sets], capture_output=True, text=True,
+                         check=True).stdout
     return [tuple((line.split("\t") + ["", ""])[:3]) for line in out.splitlines() if line]
 
 
@@ -130,70 +132,91 @@ def parse_ncu(text):
     return {"launches": len(launches), **sums}
 
 
-def run_ncu(bundle, step, flags, metrics, timeout, workdir):
-    """One kernel under ncu: (sums or None, the error)."""
+def run_ncu(suite, step, flags, shape, metrics, timeout, workdir):
+    """One kernel's run under ncu: (sums or None, the error)."""
     log = os.path.join(workdir, "ncu.csv")
     if os.path.exists(log):
         os.remove(log)
     cmd = ["ncu", "--csv", "--print-units", "base", "--clock-control", "none",
-           "--log-file", log, "--metrics", ",".join(metrics),
-           os.path.join(bundle, "bin", "attn_suite"), "run", step] + flags.split() + \
-        ["--backend", "gpu", "--iters", "0", "--warmup", "0", "--no-check"] + NCU_SHAPE.split()
+           "--log-file", log, "--metrics", ",".join(metrics), suite, "run", step] + \
+        flags.split() + ["--backend", "gpu", "--iters", "0", "--warmup", "0", "--no-check"] + \
+        shape.split()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, f"ncu took over {timeout:.0f} s"
+    except OSError as e:
+        return None, f"ncu cannot run here ({e.strerror})"
     text = open(log).read() if os.path.exists(log) else ""
     sums = parse_ncu(text)
     if p.returncode != 0 or sums is None:
-        err = (text + p.stdout + p.stderr).strip().splitlines()
-        return None, (err[-1] if err else f"ncu exited {p.returncode}")
+        lines = [line for line in (text + p.stderr + p.stdout).splitlines() if line.strip()]
+        errors = [line for line in lines if "ERROR" in line]
+        return None, "\n".join(errors or lines[-1:]) or f"ncu exited {p.returncode}"
     return sums, ""
 
 
-def ncu_stage(bundle, out_csv, budget, rehearse):
+def ncu_jobs(suite):
+    """What the stage profiles, in order: every kernel at NCU_SHAPE, the metrics COUNTERS names and
+    its duration; then each step's own kernel at seed 004's shape, its duration alone."""
+    metrics = [m for _, ms in COUNTERS for m in ms] + [DURATION]
+    jobs = [(label, step, flags, NCU_SHAPE, metrics)
+            for label, step, flags in suite_kernels(suite, "steps,rungs")]
+    jobs += [(label, step, flags, LADDER_SHAPES[0], [DURATION])
+             for label, step, flags in suite_kernels(suite, "steps")]
+    return jobs
+
+
+def ncu_stage(suite, bundle, out_csv, budget, rehearse):
     start = time.monotonic()
     cpu = {r["step"]: r for r in read_csv(os.path.join(bundle, "share", "cpu_counts.csv"))}
-    metrics = [m for _, ms in COUNTERS for m in ms]
     workdir = tempfile.mkdtemp(prefix="gpu_report_ncu_")  # ncu's log: not one of OUTDIR's files
-    rows, dropped, reached, left = [], [], 0, []
-    for label, step, flags in suite_kernels(bundle, "steps,rungs"):
+    rows, dropped, reached, left = [], set(), 0, []
+    for label, step, flags, shape, metrics in ncu_jobs(suite):
+        metrics = [m for m in metrics if m not in dropped]
         ncu, why = None, "skipped: no GPU (rehearsal)" if rehearse else ""
         remaining = budget - (time.monotonic() - start)
         if not rehearse and remaining < 2:
-            left.append(label)
+            left.append(f"{label} at {shape}")
             why = "not measured: the stage's budget was spent"
         elif not rehearse:
             while True:  # an ncu without a metric names it: left out, and the kernel run again
-                ncu, err = run_ncu(bundle, step, flags, metrics, remaining, workdir)
+                ncu, err = run_ncu(suite, step, flags, shape, metrics, min(remaining, 25), workdir)
                 missing = re.search(r"[Ff]ailed to find metric ([\w.]+)", err)
                 if ncu is not None or not missing or missing.group(1) not in metrics:
                     break
                 metrics.remove(missing.group(1))
-                dropped.append(missing.group(1))
+                dropped.add(missing.group(1))
             reached += ncu is not None
-            why = "" if ncu is not None else f"ncu failed: {err}"
-            print(f"ncu: {label}: " + (f"{int(ncu['launches'])} launches" if ncu else why),
-                  flush=True)
-        c = cpu.get(label)
-        for name, ms in COUNTERS:
+            why = "" if ncu is not None else "ncu failed: " + err.replace("\n", " / ")
+            print(f"ncu: {label} at {shape}: " +
+                  (f"{int(ncu['launches'])} launches" if ncu else why), flush=True)
+        counted = cpu.get(label) if shape == NCU_SHAPE else None
+        for name, ms in COUNTERS + [("gpu_time_ns", [DURATION])]:
+            if shape != NCU_SHAPE and name != "gpu_time_ns":
+                continue
             have = ncu is not None and all(m in ncu for m in ms)
-            rows.append({"kernel": label, "shape": NCU_SHAPE, "counter": name,
+            note = why if ncu is None else "" if have else "this ncu has no such metric"
+            if name == "gpu_time_ns":
+                note = note or "the kernels' time alone, one run, caches flushed (not counted)"
+            elif not counted:
+                note = note or "no CPU count (the bundle's build had no counted copies)"
+            rows.append({"kernel": label, "shape": shape, "counter": name,
                          "ncu_metrics": "+".join(ms),
-                         "cpu": c.get(name, "") if c else "",
-                         "ncu": f"{sum(ncu[m] for m in ms):.0f}" if have else "",
-                         "note": why if ncu is None else
-                         ("" if have else "this ncu has no such metric") if c else
-                         "no CPU count (the bundle's build had no counted copies)"})
+                         "cpu": counted.get(name, "") if counted and name != "gpu_time_ns" else "",
+                         "ncu": f"{sum(ncu[m] for m in ms):.0f}" if have else "", "note": note})
     shutil.rmtree(workdir, ignore_errors=True)
     with open(out_csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["kernel"])
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["kernel"],
+                           lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
-    print(f"ncu: {reached} kernels measured" + (f", {len(left)} left at the budget" if left else "")
-          + (f"; metrics this ncu lacks: {', '.join(dropped)}" if dropped else "")
+    print(f"ncu: {reached} runs measured" + (f", {len(left)} left at the budget" if left else "")
+          + (f"; metrics this ncu lacks: {', '.join(sorted(dropped))}" if dropped else "")
           + f"; {out_csv}")
-    return 3 if left else 0
+    if rehearse:
+        return 0
+    return 1 if reached == 0 else 3 if left else 0
 
 
 # ---- the summary ---------------------------------------------------------------------------------
@@ -234,7 +257,8 @@ def check_section(rows):
 
 
 def sanitize_section(path):
-    """Per tool: its summary line, the kernels it reached, and the kernels with findings."""
+    """Per tool: its summary line, the kernels the suite reached, and the functions its reports
+    name (the frame after each report's "at", a kernel's qualified name: step4::rung3::gpu::...)."""
     if not os.path.exists(path):
         return "Not run.", {}
     text = open(path).read()
@@ -243,32 +267,21 @@ def sanitize_section(path):
         part = text.split(f"### {tool}\n", 1)
         if len(part) < 2:
             continue
-        body = part[1].split("### ", 1)[0]
+        body = part[1].split("\n### ", 1)[0]
         if body.strip().startswith("skipped"):
             out.append([tool, body.strip(), "-", "-"])
             result[tool] = "skipped"
             continue
-        summary = re.findall(r"========= (?:ERROR|RACECHECK) SUMMARY: .*", body)
-        flagged, pending = set(), False
-        reached = []
-        for line in body.splitlines():
-            if line.startswith("========= ") and re.search(r"(Invalid|Race|hazard|Barrier|"
-                                                           r"Uninitialized|error)", line,
-                                                           re.IGNORECASE) \
-                    and "SUMMARY" not in line:
-                pending = True
-            m = re.match(r"(PASS|FAIL|SKIP) (.+?): ", line)
-            if m:
-                reached.append(m.group(2))
-                if pending:
-                    flagged.add(m.group(2))
-                pending = False
+        summary = re.findall(r"========= (?:ERROR|RACECHECK|LEAK) SUMMARY: .*", body)
+        named = sorted({m.split("<")[0].split("(")[0].split()[-1] for m in
+                        re.findall(r"========= .*?\bat (?:0x[0-9a-f]+ in )?([A-Za-z_][\w:<>, ]*)",
+                                   body) if "::" in m})
+        reached = re.findall(r"^(?:PASS|FAIL|SKIP) (.+?): ", body, re.M)
         out.append([tool, summary[-1].replace("========= ", "") if summary else
-                    "no summary (stopped at its limit?)", len(reached),
-                    ", ".join(sorted(flagged)) or "none"])
+                    "no summary (stopped at its limit?)", len(reached), ", ".join(named) or "none"])
         result[tool] = {"summary": summary[-1] if summary else "", "reached": len(reached),
-                        "flagged": sorted(flagged)}
-    return table(["tool", "summary", "kernels reached", "kernels with findings"], out), result
+                        "named": named}
+    return table(["tool", "summary", "kernels reached", "functions its reports name"], out), result
 
 
 def compulsory_bytes(r):
@@ -339,16 +352,21 @@ def counters_section(rows):
                 "counts alone are in counters.csv.")
     out = []
     for r in rows:
-        if r["cpu"] in ("", "0") and r["ncu"] in ("", "0"):
+        if r["counter"] == "gpu_time_ns" or (r["cpu"] in ("", "0") and r["ncu"] in ("", "0")):
             continue
         ratio = (f"{float(r['ncu']) / float(r['cpu']):.2f}"
                  if r["cpu"] and r["ncu"] and float(r["cpu"]) > 0 else "-")
         out.append([r["kernel"], r["counter"], r["cpu"] or "-", r["ncu"] or "-", ratio,
                     r["note"] or ""])
-    return (f"Shape `{rows[0]['shape']}`; CPU: the counted copy on the CPU backend "
-            "(--counters), ncu: Nsight Compute's metrics named in counters.csv, summed over the "
-            "run's launches. `dram_bytes_min` is a lower bound: ncu's DRAM bytes may exceed it.\n\n"
-            + table(["kernel", "counter", "CPU", "ncu", "ncu / CPU", "note"], out))
+    times = [[r["kernel"], r["shape"], f"{float(r['ncu']) / 1e3:.3g}" if r["ncu"] else "-",
+              r["note"] if not r["ncu"] else ""] for r in rows if r["counter"] == "gpu_time_ns"]
+    return (f"Shape `{NCU_SHAPE}`; CPU: the counted copy on the CPU backend (--counters), ncu: "
+            "Nsight Compute's metrics named in counters.csv, summed over the run's launches. "
+            "`dram_bytes_min` is a lower bound: ncu's DRAM bytes may exceed it.\n\n"
+            + table(["kernel", "counter", "CPU", "ncu", "ncu / CPU", "note"], out)
+            + "\n\nEach kernel's time alone (`gpu__time_duration`, one run, caches flushed, "
+            "clocks as found), beside the timings' back-to-back figures, which include what the "
+            "host's launches cost:\n\n" + table(["kernel", "shape", "us", "note"], times))
 
 
 def chart(rows, title, path):
@@ -392,6 +410,21 @@ def chart(rows, title, path):
     return ""
 
 
+def during_timings(text):
+    """{SM clock, memory clock, power, temperature: (min, median, max)} from the samples
+    gpu_run.sh takes every second of the timings (timestamp, clocks.sm, clocks.mem, power.draw,
+    temperature.gpu), or {} where there are none."""
+    columns = {"sm_mhz": 1, "mem_mhz": 2, "power_w": 3, "temperature_c": 4}
+    samples = {k: [] for k in columns}
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        for k, i in columns.items():
+            x = number(fields[i].split()[0]) if len(fields) > i and fields[i] else None
+            if x is not None:
+                samples[k].append(x)
+    return {k: (min(v), sorted(v)[len(v) // 2], max(v)) for k, v in samples.items() if v}
+
+
 def provenance(work):
     def read(name):
         p = os.path.join(work, name)
@@ -399,7 +432,8 @@ def provenance(work):
     manifest = dict(line.split(": ", 1) for line in read("manifest.txt").splitlines()
                     if ": " in line)
     return {"gpu_idle": read("nvidia-smi-before.csv"), "gpu_loaded": read("nvidia-smi-after.csv"),
-            "bundle": manifest}
+            "during_timings": during_timings(read("nvidia-smi-during.csv")),
+            "clock_event_reasons": read("nvidia-smi-reasons.csv"), "bundle": manifest}
 
 
 def smi_fields(text):
@@ -421,8 +455,11 @@ def summary(bundle, outdir, work):
     before, after = smi_fields(prov["gpu_idle"]), smi_fields(prov["gpu_loaded"])
     gpu = before[0] if before else "no GPU (rehearsal)"
     commit = manifest.get("commit", "unknown")
-    clocks = (f"; SM {after[2]} of {after[3]}, memory {after[4]} after the timings"
-              if len(after) > 4 else "") + (f" ({before[2]} before)" if len(before) > 2 else "")
+    during = prov["during_timings"]
+    clocks = (f"; SM {during['sm_mhz'][1]:.0f} MHz, memory {during['mem_mhz'][1]:.0f} MHz "
+              "(medians while timing)" if "sm_mhz" in during and "mem_mhz" in during else
+              f"; SM {after[2]} of {after[3]}, memory {after[4]} after the timings"
+              if len(after) > 4 else "") + (f"; {before[2]} before" if len(before) > 2 else "")
     title = (f"{gpu}; driver {before[1] if len(before) > 1 else '-'}{clocks}; commit {commit}; "
              f"bundle {manifest.get('arch', '?')}, nvcc {manifest.get('toolkit', '?')}"
              + ("; REHEARSAL, no GPU" if rehearsal else ""))
@@ -434,8 +471,12 @@ def summary(bundle, outdir, work):
         f"Made by `scripts/gpu_run.sh` on {date}. Bundle: {manifest.get('arch', '?')}, built by "
         f"nvcc {manifest.get('toolkit', '?')} from commit {commit}.",
         "GPU as found, before the run (`nvidia-smi --query-gpu`):\n\n```\n"
-        + (prov["gpu_idle"] or "none") + "\n```\n\nand after the timings:\n\n```\n"
-        + (prov["gpu_loaded"] or "none") + "\n```",
+        + (prov["gpu_idle"] or "none") + "\n```\n\nwhile timing, sampled every second "
+        "(min, median, max): " + (", ".join(f"{k} {v[0]:.0f} / {v[1]:.0f} / {v[2]:.0f}"
+                                            for k, v in prov["during_timings"].items()) or "none")
+        + "; after the timings:\n\n```\n" + (prov["gpu_loaded"] or "none")
+        + "\n```\n\nClock event reasons after the timings: "
+        + (prov["clock_event_reasons"] or "none") + ".",
         "## Stages\n\n" + stage_table(stages),
         "## a. Correctness (check.csv)\n\n" + check_text,
         "## b. compute-sanitizer (sanitize.txt)\n\n" + san_text,
@@ -504,8 +545,8 @@ def main(argv):
     if cmd == "shapes" and len(rest) == 1:
         print("\n".join(shapes(rest[0])))
         return 0
-    if cmd == "ncu" and len(rest) >= 4 and rest[2] == "--budget":
-        return ncu_stage(rest[0], rest[1], float(rest[3]), "--rehearse" in rest[4:])
+    if cmd == "ncu" and len(rest) >= 6 and rest[2] == "--budget" and rest[4] == "--suite":
+        return ncu_stage(rest[5], rest[0], rest[1], float(rest[3]), "--rehearse" in rest[6:])
     if cmd == "summary" and len(rest) == 3:
         return summary(*rest)
     if cmd == "readme" and rest:

@@ -58,9 +58,13 @@ exec > >(tee "$out/log.txt") 2>&1
 tee_pid=$!
 # At the end: the log complete on disk before the script returns, the scratch folder gone.
 trap 'exec >&- 2>&-; wait "$tee_pid"; rm -rf "$work"' EXIT
-export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
-suite=$bundle/bin/attn_suite
+# The profilers and sanitizers come with the toolkit, not always on PATH.
+[[ -d /usr/local/cuda/bin ]] && export PATH="$PATH:/usr/local/cuda/bin"
+# attn_suite's libraries (the bundle's, the toolkit's cuBLAS) for attn_suite alone, through a
+# wrapper: PyTorch and the tools keep their own.
+suite_libs="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+suite=$work/attn_suite
 
 # The stages' limits, in seconds: shares of the budget that add up to it.
 limit_a=$((budget * 15 / 100)) limit_b=$((budget * 30 / 100)) limit_c=$((budget * 35 / 100))
@@ -77,17 +81,22 @@ gpu_state() {  # the GPU as found: name, driver, clocks, power, temperature
     --format=csv >"$work/$1" 2>&1 || true
 }
 gpu_state nvidia-smi-before.csv
-# A library attn_suite lacks on the loader's path (cuBLAS, where the toolkit's lib64 is elsewhere):
-# looked for among the CUDA toolkits and Python's packages (PyTorch's wheels carry one).
-for lib in $(ldd "$suite" | awk '/not found/ {print $1}'); do
+# A library attn_suite lacks on that path (cuBLAS, where the toolkit's lib64 is elsewhere): looked
+# for among the CUDA toolkits and Python's packages (PyTorch's wheels carry one).
+for lib in $(LD_LIBRARY_PATH=$suite_libs ldd "$bundle/bin/attn_suite" | awk '/not found/ {print $1}'); do
   dir=$(find /usr/local /opt /usr/lib "$("$py" -c 'import site; print(site.getsitepackages()[0])' \
     2>/dev/null)" -name "$lib" -print -quit 2>/dev/null)
   if [[ -n $dir ]]; then
-    export LD_LIBRARY_PATH="${dir%/*}:$LD_LIBRARY_PATH"
+    suite_libs="${dir%/*}:$suite_libs"
     echo "gpu_run: $lib from ${dir%/*}"
   else
     echo "gpu_run: attn_suite needs $lib, found nowhere here: the stages that run it will fail"
   fi
+done
+printf '#!/usr/bin/env bash\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "$suite_libs" "$bundle/bin/attn_suite" >"$suite"
+chmod +x "$suite"
+for tool in compute-sanitizer ncu; do
+  ((rehearse)) || command -v "$tool" >/dev/null || echo "gpu_run: no $tool here: its stage will fail"
 done
 
 status=0
@@ -121,20 +130,21 @@ export out work bundle suite py tuned
 # a. Correctness.
 if ((rehearse)); then
   stage "a. correctness" "$limit_a" "$suite" check --backend cpu --cases sanitize \
-    --csv "$out/check.csv" --budget $((limit_a * 8 / 10)) --tuned-table "$tuned"
+    --csv "$out/check.csv" --budget $((limit_a * 8 / 10)) --hang 60 --tuned-table "$tuned"
 else
   stage "a. correctness" "$limit_a" "$suite" check --backend gpu --cases matrix \
-    --csv "$out/check.csv" --budget $((limit_a * 8 / 10)) --tuned-table "$tuned"
+    --csv "$out/check.csv" --budget $((limit_a * 8 / 10)) --hang 10 --tuned-table "$tuned"
 fi
 
 # b. compute-sanitizer: one process per tool over every kernel at the two small shapes; a tool's
 # share of the stage ends its run at its budget (the kernels not reached are named).
-sanitize() {  # each tool a quarter of the stage: kernels started in its first three quarters
+# --foreground: the tool stays in the stage's process group, which the stage's own limit ends whole.
+sanitize() {  # each tool a quarter of the stage: kernels started in its first half
   local quarter=$(($1 / 4)) tool rc stopped=0
-  local limit=$((quarter > 3 ? quarter - 2 : 1)) start_by=$((quarter > 1 ? quarter * 3 / 4 : 1))
+  local limit=$((quarter > 3 ? quarter - 2 : 1)) start_by=$((quarter > 1 ? quarter / 2 : 1))
   for tool in memcheck racecheck synccheck initcheck; do
     echo "### $tool" >>"$out/sanitize.txt"
-    timeout --kill-after=2 "$limit" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+    timeout --foreground --kill-after=2 "$limit" compute-sanitizer --tool "$tool" --error-exitcode 1 \
       --print-limit 20 "$suite" check --backend gpu --cases sanitize --kernels steps,rungs \
       --budget "$start_by" --tuned-table "$tuned" >>"$out/sanitize.txt" 2>&1
     rc=$?
@@ -157,21 +167,21 @@ fi
 # c. Timings: the ceilings, every kernel at the ladder's shapes, SDPA, the grid.
 "$py" "$bundle/scripts/gpu_report.py" shapes ladder >"$work/ladder.txt"
 "$py" "$bundle/scripts/gpu_report.py" shapes fa >"$work/fa.txt"
-timings() {  # exit status: the worst of its parts' (3: one ran out of its budget)
+timings() {  # exit status: 1 if a part failed, else 3 if one ran out of its budget, else 0
   local l=$1 commit worst=0 rc
   commit=$(sed -n 's/^commit: //p' "$bundle/MANIFEST")
-  note() { rc=$?; ((rc == 3 && worst == 0 || rc == 1 || rc == 2 || rc == 124)) && worst=$rc; }
+  note() { rc=$?; ((rc == 3 && worst == 0)) && worst=3; ((rc != 0 && rc != 3)) && worst=1; true; }
   "$suite" peaks --csv "$work/peaks.csv"
   note
   "$suite" time --shapes "$work/ladder.txt" --kernels all --csv "$out/timings.csv" \
-    --budget $((l * 25 / 100)) --tuned-table "$tuned"
+    --budget $((l * 25 / 100)) --hang 20 --tuned-table "$tuned"
   note
-  timeout $((l * 30 / 100)) "$py" "$bundle/scripts/bench_torch.py" --shapes "$work/ladder.txt" \
-    --shapes "$work/fa.txt" --backends flash,efficient,cudnn --suite "$suite" --commit "$commit" \
-    --out "$out/timings.csv"
+  "$py" "$bundle/scripts/bench_torch.py" --shapes "$work/ladder.txt" --shapes "$work/fa.txt" \
+    --backends flash,efficient,cudnn --suite "$suite" --commit "$commit" \
+    --budget $((l * 25 / 100)) --require-gpu --out "$out/timings.csv"
   note
   "$suite" time --shapes "$work/fa.txt" --kernels steps,baseline --csv "$out/timings.csv" \
-    --budget $((l * 30 / 100)) --tuned-table "$tuned"
+    --budget $((l * 30 / 100)) --hang 20 --tuned-table "$tuned"
   note
   return $worst
 }
@@ -179,18 +189,25 @@ export -f timings
 if ((rehearse)); then
   skipped "c. timings" "$limit_c"
 else
+  # The clocks, power and temperature as the timings find them, sampled every second.
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
+    --format=csv,noheader -lms 1000 >"$work/nvidia-smi-during.csv" 2>/dev/null &
+  sampler=$!
   stage "c. timings" "$limit_c" timings "$limit_c"
+  kill "$sampler" 2>/dev/null
   gpu_state nvidia-smi-after.csv
+  nvidia-smi --query-gpu=clocks_event_reasons.active --format=csv,noheader \
+    >"$work/nvidia-smi-reasons.csv" 2>&1 || true
 fi
 
 # d. Nsight Compute beside the CPU backend's counts (the rehearsal writes the CPU column alone).
 if ((rehearse)); then
   "$py" "$bundle/scripts/gpu_report.py" ncu "$bundle" "$out/counters.csv" --budget "$limit_d" \
-    --rehearse
+    --suite "$suite" --rehearse
   skipped "d. Nsight Compute" "$limit_d"
 else
   stage "d. Nsight Compute" "$limit_d" "$py" "$bundle/scripts/gpu_report.py" ncu "$bundle" \
-    "$out/counters.csv" --budget $((limit_d * 9 / 10))
+    "$out/counters.csv" --budget $((limit_d * 9 / 10)) --suite "$suite"
 fi
 
 echo "== summary"

@@ -180,10 +180,12 @@ int check(const CheckArgs& args) {
 
   References refs(seed);
   const Budget budget(args.budget_s);
+  Watchdog watchdog(args.hang_s);
   int failed_kernels = 0, runs = 0, passed = 0, failed = 0, skipped = 0;
   std::vector<std::string> not_run;
+  std::string lost;  // the run after which the GPU's context was lost (a fault is sticky)
   for (const Kernel& k : ks) {
-    if (budget.spent()) {
+    if (budget.spent() || !lost.empty()) {
       not_run.push_back(k.label);
       continue;
     }
@@ -194,7 +196,9 @@ int check(const CheckArgs& args) {
     std::string first;
     for (const Case& c : cases) {
       const References::Entry& e = refs.get(c);
+      watchdog.arm(k.label + " on " + c.name());
       const Outcome o = run_case(k, base, e);
+      watchdog.disarm();
       csv->row(k, args.backend, o, c.name(), e.problem.seed);
       ++runs;
       if (o.status == "pass") ++k_pass;
@@ -202,6 +206,10 @@ int check(const CheckArgs& args) {
       if (o.status == "fail") {
         ++k_fail;
         if (first.empty()) first = c.name() + ": " + o.detail;
+        if (const std::string why = backend_unavailable(args.backend); !why.empty()) {
+          lost = k.label + " on " + c.name() + " (" + why + ")";
+          break;
+        }
       }
     }
     passed += k_pass, failed += k_fail, skipped += k_skip;
@@ -214,9 +222,15 @@ int check(const CheckArgs& args) {
   }
   std::cout << "check: " << runs << " runs: " << passed << " passed, " << failed << " failed ("
             << failed_kernels << " kernels), " << skipped << " skipped";
+  if (!lost.empty())
+    std::cout << "; the GPU's context was lost after " << lost
+              << ": no kernel can run after it in this process";
   if (!not_run.empty()) {
-    std::cout << "; the budget of " << args.budget_s << " s was spent before " << not_run.size()
-              << " kernels";
+    std::cout << "; "
+              << (lost.empty() ? "the budget of " + std::to_string(int(args.budget_s)) +
+                                     " s was spent before "
+                               : "not run: ")
+              << not_run.size() << " kernels";
     for (size_t i = 0; i < not_run.size(); ++i) std::cout << (i ? ", " : ": ") << not_run[i];
   }
   std::cout << std::endl;

@@ -1,6 +1,11 @@
 // The kernels of the course, as attn_suite runs them (suite.h).
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "common/backend.h"
 #include "common/steps.h"
@@ -25,9 +30,62 @@ const std::vector<attn::StepInfo>& all_steps() {
 }
 
 std::string backend_unavailable(const std::string& backend) {
+  if (backend != "gpu") return "";
   std::string why;
-  if (backend == "gpu" && !attn::make_gpu_backend(why)) return "--backend gpu: " + why;
+  try {
+    if (!attn::make_gpu_backend(why)) return "--backend gpu: " + why;
+  } catch (const std::exception& e) {  // a sticky CUDA error: the context is lost
+    return "--backend gpu: " + std::string(e.what());
+  }
   return "";
+}
+
+struct Watchdog::State {
+  double seconds;
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::string what;  // empty: disarmed
+  std::chrono::steady_clock::time_point since;
+  bool done = false;
+  std::thread thread;
+};
+
+Watchdog::Watchdog(double seconds) : state_(std::make_unique<State>()) {
+  state_->seconds = seconds;
+  if (seconds <= 0) return;
+  state_->thread = std::thread([s = state_.get()] {
+    std::unique_lock lock(s->mutex);
+    while (!s->done) {
+      s->wake.wait_for(lock, std::chrono::milliseconds(200));
+      const double ran =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - s->since).count();
+      if (s->what.empty() || ran < s->seconds) continue;
+      std::printf("attn_suite: %s has not returned after %.0f s: a hang\n", s->what.c_str(), ran);
+      std::fflush(stdout);
+      std::_Exit(4);
+    }
+  });
+}
+
+Watchdog::~Watchdog() {
+  if (!state_->thread.joinable()) return;
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->done = true;
+  }
+  state_->wake.notify_one();
+  state_->thread.join();
+}
+
+void Watchdog::arm(const std::string& what) {
+  std::lock_guard lock(state_->mutex);
+  state_->what = what;
+  state_->since = std::chrono::steady_clock::now();
+}
+
+void Watchdog::disarm() {
+  std::lock_guard lock(state_->mutex);
+  state_->what.clear();
 }
 
 attn::Options Kernel::options(const attn::Options& base) const {

@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
   check_cmd->add_option("--seed", c.seed, "inputs' seed (default: a fresh one, printed)");
   check_cmd->add_option("--budget", c.budget_s, "seconds; kernels past it are not run")
       ->check(CLI::NonNegativeNumber);
+  check_cmd->add_option("--hang", c.hang_s, "seconds a run may take before it counts as a hang")
+      ->check(CLI::NonNegativeNumber);
   check_cmd->add_option("--csv", c.csv, "one row per kernel and case");
   check_cmd->add_option("--tuned-table", c.tuned_table, "step 4's tuned-configuration table");
 
@@ -84,6 +86,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   time_cmd->add_option("--budget", t.budget_s, "seconds; what is left past it is not timed")
+      ->check(CLI::NonNegativeNumber);
+  time_cmd->add_option("--hang", t.hang_s, "seconds a run may take before it counts as a hang")
       ->check(CLI::NonNegativeNumber);
   time_cmd->add_option("--csv", t.csv, "append result rows (the steps' CSV columns)");
   time_cmd->add_option("--tuned-table", t.tuned_table, "step 4's tuned-configuration table");

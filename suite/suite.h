@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,23 +54,42 @@ class Budget {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-// "" when `backend` ("gpu" or "cpu") can run here, else why not (no CUDA device, say).
+// "" when `backend` ("gpu" or "cpu") can run here, else why not (no CUDA device, say; or a CUDA
+// context that an earlier kernel's fault has left unusable for the rest of the process).
 std::string backend_unavailable(const std::string& backend);
 
+// A run that never returns (a deadlocked kernel) cannot be stopped but by ending the process: arm()
+// before each run, naming it, disarm() after; a run longer than `seconds` (<= 0: no limit) prints
+// "attn_suite: NAME has not returned after N s: a hang" and ends the process with exit status 4.
+class Watchdog {
+ public:
+  explicit Watchdog(double seconds);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  void arm(const std::string& what);
+  void disarm();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 // The modes; each returns the process's exit status: 0, 1 for a failed check or run, 2 for invalid
-// input, 3 when its budget ran out before every kernel ran (and nothing failed).
+// input, 3 when its budget ran out before every kernel ran (and nothing failed), 4 for a hang
+// (Watchdog).
 struct CheckArgs {
   std::string backend = "gpu", cases = "matrix", kernel_sets = "steps,rungs,configs", csv;
   std::string tuned_table;
   uint64_t seed = 0;  // 0: a fresh one
-  double budget_s = 0;
+  double budget_s = 0, hang_s = 0;
 };
 int check(const CheckArgs& args);
 
 struct TimeArgs {
   std::string backend = "gpu", shapes, kernel_sets = "steps,baseline", csv, tuned_table;
   int iters = 20, warmup = 2;
-  double cap_ms = 40, budget_s = 0;
+  double cap_ms = 40, budget_s = 0, hang_s = 0;
 };
 int time(const TimeArgs& args);
 

@@ -87,6 +87,7 @@ int time(const TimeArgs& args) {
             << " ms left out" << std::endl;
 
   const Budget budget(args.budget_s);
+  Watchdog watchdog(args.hang_s);
   std::map<std::string, double> ms_per_flop;  // each kernel's time per FLOP on the last shape
   int timed = 0, failed = 0, left = 0;
   for (const attn::Problem& p : shapes) {
@@ -105,11 +106,19 @@ int time(const TimeArgs& args) {
       attn::Options o = k.options(base);
       o.problem = p;
       o.inputs = &in;
+      watchdog.arm(k.label + " on " + p.describe());
       const attn::RunOutcome r = attn::run_step(*k.step, o);
+      watchdog.disarm();
       if (!r.ran) {
         failed += r.exit_code == 1;
         std::printf("%-40s %-48s %s: %s\n", k.label.c_str(), p.describe().c_str(),
                     r.exit_code == 1 ? "FAILED" : "skipped", r.message.c_str());
+        if (const std::string why = backend_unavailable(args.backend);
+            r.exit_code == 1 && !why.empty()) {
+          std::cout << "time: the GPU's context was lost after " << k.label << " on "
+                    << p.describe() << " (" << why << "): no kernel can run after it" << std::endl;
+          return 1;
+        }
         continue;
       }
       ms_per_flop[k.label] = r.row.time_ms / p.flops();

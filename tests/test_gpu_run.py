@@ -128,6 +128,8 @@ class GpuRun(unittest.TestCase):
         stand_in(tools, "nvidia-smi", """\
             case "$*" in
               -L) echo "GPU 0: Stand-in GPU (UUID: GPU-0)" ;;
+              *-lms*) for i in 1 2 3; do echo "2026/11/27 00:00:0$i.000, 1980 MHz, 2619 MHz, 650 W, 6$i"; done ;;
+              *clocks_event_reasons*) echo "0x0000000000000000" ;;
               *) echo "name, driver_version, clocks.current.sm [MHz], ..."
                  echo "Stand-in GPU, 999.1, 1755 MHz, 1980 MHz, 2619 MHz, 2619 MHz, 70 W, 700 W, 30, P0" ;;
             esac""")
@@ -164,9 +166,10 @@ class GpuRun(unittest.TestCase):
         self.assertRegex((out / "log.txt").read_text(),
                          "--backend gpu: (no CUDA device|built without the CUDA toolkit)")
         self.assertIn("Stand-in GPU, 999.1", report["provenance"]["gpu_idle"])
-        self.assertTrue(report["title"].startswith("Stand-in GPU; driver 999.1; SM 1755 MHz of "
-                                                   "1980 MHz, memory 2619 MHz after the timings"),
-                        report["title"])
+        self.assertTrue(report["title"].startswith(
+            "Stand-in GPU; driver 999.1; SM 1980 MHz, memory 2619 MHz (medians while timing); "
+            "1755 MHz before"), report["title"])
+        self.assertEqual(report["provenance"]["during_timings"]["temperature_c"], [61, 62, 63])
         with open(out / "counters.csv") as f:
             counters = [c for c in csv.DictReader(f) if c["ncu"]]
         self.assertTrue(counters)
@@ -175,7 +178,36 @@ class GpuRun(unittest.TestCase):
         self.assertIn("| ncu / CPU |", (out / "README.md").read_text())
         self.assertLessEqual(set(os.listdir(out)), FILES)
 
-    def test_ncu_output_is_parsed(self):
+    def test_tool_output_is_parsed(self):
+        # compute-sanitizer's reports as its documentation shows them, around the suite's lines
+        path = self.tmp / "sanitize.txt"
+        path.write_text(textwrap.dedent("""\
+            ### memcheck
+            ========= COMPUTE-SANITIZER
+            PASS step1_naive: 2 passed, 0 failed, 0 skipped
+            ========= Invalid __shared__ write of size 16 bytes
+            =========     at void step4::rung3::gpu::attention_kernel<64, __half>(attn::AttentionParams)+0x70 in attention.cu:6
+            =========     by thread (0,0,0) in block (0,0,0)
+            =========     Saved host backtrace up to driver entry point at kernel launch time
+            FAIL step4_tensorcore[registers]: 1 passed, 1 failed, 0 skipped
+            ========= ERROR SUMMARY: 1 error
+            ### racecheck
+            ========= Error: Race reported between Write access at step3::gpu::attention_kernel<128, __nv_bfloat16>(attn::AttentionParams)+0x2b0 in attention.cu:24
+            =========     and Read access at step3::gpu::attention_kernel<128, __nv_bfloat16>(attn::AttentionParams)+0x2c0 in attention.cu:26 [4 hazards]
+            PASS step3_fused: 2 passed, 0 failed, 0 skipped
+            ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+            ### synccheck
+            skipped: no GPU
+            """))
+        text, result = gpu_report.sanitize_section(str(path))
+        self.assertEqual(result["memcheck"]["named"], ["step4::rung3::gpu::attention_kernel"])
+        self.assertEqual(result["memcheck"]["reached"], 2)
+        self.assertEqual(result["racecheck"]["named"], ["step3::gpu::attention_kernel"])
+        self.assertIn("RACECHECK SUMMARY: 1 hazard displayed", result["racecheck"]["summary"])
+        self.assertEqual(result["synccheck"], "skipped")
+        self.assertIn("| memcheck | ERROR SUMMARY: 1 error | 2 | step4::rung3::gpu::attention_kernel |",
+                      text)
+        # and Nsight Compute's CSV, in both of its layouts
         long = textwrap.dedent("""\
             ==PROF== Connected to process 7
             "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name","Metric Name","Metric Unit","Metric Value"
@@ -238,6 +270,13 @@ class GpuRun(unittest.TestCase):
         self.assertEqual({r["seqlen_q"] for r in rows}, {"33", "17"})
         shapes.write_text("--seq 17 --rung 2\n")
         self.assert_refused(run(suite, "time", "--shapes", shapes), "problem's flags alone")
+        # a run longer than --hang counts as a hang: the process ends, naming it (exit status 4)
+        shapes.write_text("--batch 4 --heads 8 --seq 512 --dim 128\n")
+        r = run(suite, "time", "--backend", "cpu", "--shapes", shapes, "--kernels", "steps",
+                "--iters", "1", "--warmup", "0", "--hang", "0.01")
+        self.assertEqual(r.returncode, 4, r.stdout + r.stderr)
+        self.assertIn("attn_suite: step1_naive on fp16 B=4 H=8 Sq=512 Sk=512 D=128 has not "
+                      "returned after", r.stdout)
         self.assert_refused(run(suite, "check", "--kernels", "mine"), "unknown kernel set")
         self.assert_refused(run(suite, "run", "step9"), "unknown step 'step9'")
 
