@@ -129,14 +129,15 @@ std::string check_scale(const Problem& p, const HostInputs& in) {
 
 // A loaded tensor holding NaN or Inf has no attention to check against: refused.
 std::string check_finite(const Problem& p, const HostInputs& in) {
-  for (auto [name, t] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}}) {
-    const int64_t n = int64_t(t->size());
+  for (const auto& named : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}}) {
+    const std::vector<Bits16>& t = *named.second;  // no structured binding: OpenMP captures it
+    const int64_t n = int64_t(t.size());
     int64_t first = n;
 #pragma omp parallel for reduction(min : first)
     for (int64_t x = 0; x < n; ++x)
-      if (!std::isfinite(from_bits((*t)[x], p.dtype))) first = std::min(first, x);
+      if (!std::isfinite(from_bits(t[x], p.dtype))) first = std::min(first, x);
     if (first < n)
-      return std::string("tensor '") + name + "' holds NaN or Inf (first at flat index " +
+      return std::string("tensor '") + named.first + "' holds NaN or Inf (first at flat index " +
              std::to_string(first) + ")";
   }
   return "";
