@@ -32,6 +32,20 @@ int run_step(int argc, char** argv) {
   return 2;
 }
 
+// The options check and time share (suite::RunArgs).
+void add_run_options(CLI::App* cmd, suite::RunArgs& a, const std::string& csv) {
+  cmd->add_option("--backend", a.backend, "gpu | cpu")
+      ->check(CLI::IsMember({"gpu", "cpu"}))
+      ->capture_default_str();
+  cmd->add_option("--kernels", a.kernel_sets, "kernel sets")->capture_default_str();
+  cmd->add_option("--budget", a.budget_s, "seconds; nothing new is started past it")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--hang", a.hang_s, "seconds a run may take before it counts as a hang")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--csv", a.csv, csv);
+  cmd->add_option("--tuned-table", a.tuned_table, "step 4's tuned-configuration table");
+}
+
 int list(const std::string& sets) {
   try {
     for (const suite::Kernel& k : suite::kernels(sets))
@@ -55,27 +69,15 @@ int main(int argc, char** argv) {
 
   suite::CheckArgs c;
   CLI::App* check_cmd = app.add_subcommand("check", "every kernel over the test matrix");
-  check_cmd->add_option("--backend", c.backend, "gpu | cpu")
-      ->check(CLI::IsMember({"gpu", "cpu"}))
-      ->capture_default_str();
+  add_run_options(check_cmd, c, "one row per kernel and case");
   check_cmd->add_option("--cases", c.cases, "matrix (and tile boundaries) | sanitize (two small)")
       ->capture_default_str();
-  check_cmd->add_option("--kernels", c.kernel_sets, "kernel sets")->capture_default_str();
   check_cmd->add_option("--seed", c.seed, "inputs' seed (default: a fresh one, printed)");
-  check_cmd->add_option("--budget", c.budget_s, "seconds; kernels past it are not run")
-      ->check(CLI::NonNegativeNumber);
-  check_cmd->add_option("--hang", c.hang_s, "seconds a run may take before it counts as a hang")
-      ->check(CLI::NonNegativeNumber);
-  check_cmd->add_option("--csv", c.csv, "one row per kernel and case");
-  check_cmd->add_option("--tuned-table", c.tuned_table, "step 4's tuned-configuration table");
 
   suite::TimeArgs t;
   CLI::App* time_cmd = app.add_subcommand("time", "kernels over a file of shapes, timed");
+  add_run_options(time_cmd, t, "append result rows (the steps' CSV columns)");
   time_cmd->add_option("--shapes", t.shapes, "one shape a line, as a step's flags")->required();
-  time_cmd->add_option("--backend", t.backend, "gpu | cpu")
-      ->check(CLI::IsMember({"gpu", "cpu"}))
-      ->capture_default_str();
-  time_cmd->add_option("--kernels", t.kernel_sets, "kernel sets")->capture_default_str();
   time_cmd->add_option("--iters", t.iters, "timed samples (median)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -85,12 +87,6 @@ int main(int argc, char** argv) {
   time_cmd->add_option("--cap-ms", t.cap_ms, "leave out runs predicted to take longer")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  time_cmd->add_option("--budget", t.budget_s, "seconds; what is left past it is not timed")
-      ->check(CLI::NonNegativeNumber);
-  time_cmd->add_option("--hang", t.hang_s, "seconds a run may take before it counts as a hang")
-      ->check(CLI::NonNegativeNumber);
-  time_cmd->add_option("--csv", t.csv, "append result rows (the steps' CSV columns)");
-  time_cmd->add_option("--tuned-table", t.tuned_table, "step 4's tuned-configuration table");
 
   CLI::App* build_cmd = app.add_subcommand("build", "what this binary was built from and for");
   CLI::App* peaks_cmd =

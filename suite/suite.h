@@ -78,18 +78,25 @@ class Watchdog {
 // The modes; each returns the process's exit status: 0, 1 for a failed check or run, 2 for invalid
 // input, 3 when its budget ran out before every kernel ran (and nothing failed), 4 for a hang
 // (Watchdog).
-struct CheckArgs {
-  std::string backend = "gpu", cases = "matrix", kernel_sets = "steps,rungs,configs", csv;
-  std::string tuned_table;
-  uint64_t seed = 0;  // 0: a fresh one
+// What check and time share: the backend, the kernel sets, the CSV to write, step 4's tuned
+// table, the budget and the hang limit (seconds, <= 0: none).
+struct RunArgs {
+  std::string backend = "gpu", kernel_sets, csv, tuned_table;
   double budget_s = 0, hang_s = 0;
+};
+
+struct CheckArgs : RunArgs {
+  CheckArgs() { kernel_sets = "steps,rungs,configs"; }
+  std::string cases = "matrix";
+  uint64_t seed = 0;  // 0: a fresh one
 };
 int check(const CheckArgs& args);
 
-struct TimeArgs {
-  std::string backend = "gpu", shapes, kernel_sets = "steps,baseline", csv, tuned_table;
+struct TimeArgs : RunArgs {
+  TimeArgs() { kernel_sets = "steps,baseline"; }
+  std::string shapes;
   int iters = 20, warmup = 2;
-  double cap_ms = 40, budget_s = 0, hang_s = 0;
+  double cap_ms = 40;
 };
 int time(const TimeArgs& args);
 
