@@ -85,7 +85,7 @@ while read -r name _ path _; do
 done < <(ldd "$out/bin/attn_suite")
 cp step4_tensorcore/tuned_configs.csv "$out/share/"
 cp scripts/gpu_run.sh scripts/gpu_report.py scripts/bench_torch.py scripts/bench.py scripts/markers.py \
-  "$out/scripts/"
+  scripts/profile.py "$out/scripts/"
 
 # What the CPU backend counts for each kernel at ncu's shape (the counted copies, bin/counted/).
 shape=$(sed -n 's/^NCU_SHAPE = "\(.*\)"$/\1/p' scripts/gpu_report.py)

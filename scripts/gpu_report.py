@@ -12,6 +12,7 @@ where it is installed (the chart is left out, with a note, where it is not).
 """
 import csv
 import datetime
+import importlib.util
 import json
 import os
 import re
@@ -26,6 +27,15 @@ sys.path.insert(0, HERE)
 import bench  # noqa: E402  (the FlashAttention grid and the FLOP count)
 import markers  # noqa: E402
 
+
+def _script(name):
+    """A sibling script as a module, by its path (profile.py's name is also the standard
+    library's)."""
+    spec = importlib.util.spec_from_file_location(f"attn_{name}", os.path.join(HERE, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 # The shapes every step and rung is timed on: seed 004's (target: under 5 us on an H100) and a
 # long one with D = 128.
 LADDER_SHAPES = ["--batch 1 --heads 8 --seq 512 --dim 64 --dtype fp16",
@@ -35,25 +45,8 @@ LADDER_SHAPES = ["--batch 1 --heads 8 --seq 512 --dim 64 --dtype fp16",
 # CPU backend (gpu_bundle.sh): two query tiles of 64 rows per head.
 NCU_SHAPE = "--batch 1 --heads 2 --seq 128 --dim 64 --dtype fp16"
 
-# What the CPU backend counts (its --csv columns, common/report.cpp) and the Nsight Compute
-# metrics that measure the same (docs/profiling.md), summed over the run's launches.
-COUNTERS = [
-    ("gld_requests", ["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]),
-    ("gld_sectors", ["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"]),
-    ("gst_requests", ["l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"]),
-    ("gst_sectors", ["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"]),
-    ("ldgsts_requests", ["l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum"]),
-    ("ldgsts_sectors", ["l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum"]),
-    ("lds_wavefronts", ["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"]),
-    ("lds_conflicts", ["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]),
-    ("sts_wavefronts", ["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"]),
-    ("sts_conflicts", ["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"]),
-    ("ldsm_wavefronts", ["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum"]),
-    ("ldsm_conflicts", ["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum"]),
-    ("mma", ["sm__inst_executed_pipe_tensor_op_hmma.sum"]),
-    ("wgmma", ["sm__inst_executed_pipe_tensor_op_gmma.sum"]),
-    ("dram_bytes_min", ["dram__bytes_read.sum", "dram__bytes_write.sum"]),
-]
+# What the CPU backend counts and the Nsight Compute metrics that measure the same (profile.py).
+COUNTERS = _script("profile").COUNTED
 # A kernel's time alone, as ncu measures it (one run, caches flushed, clocks as found).
 DURATION = "gpu__time_duration.sum"
 SANITIZERS = ["memcheck", "racecheck", "synccheck", "initcheck"]
