@@ -43,7 +43,7 @@ src=$fa/csrc/flash_attn/src
 cutlass=${cutlass:-$fa/csrc/cutlass}
 [ -f "$src/flash_fwd_kernel.h" ] || { echo "fa2_budget: $src/flash_fwd_kernel.h not found: not a flash-attention checkout" >&2; exit 2; }
 [ -f "$cutlass/include/cute/tensor.hpp" ] || { echo "fa2_budget: $cutlass/include/cute/tensor.hpp not found: pass --cutlass DIR (or populate csrc/cutlass)" >&2; exit 2; }
-command -v nvcc >/dev/null || { echo "fa2_budget: nvcc not found: the CUDA toolkit compiles the kernel (docs/install.md)" >&2; exit 2; }
+nvcc --version >/dev/null 2>&1 || { echo "fa2_budget: nvcc not found: the CUDA toolkit compiles the kernel (docs/install.md)" >&2; exit 2; }
 cuobjdump=$(command -v cuobjdump || ls "$root"/.venv/lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump 2>/dev/null | head -1 || true)
 [ -n "$cuobjdump" ] || { echo "fa2_budget: cuobjdump not found: run scripts/setup.sh --python (it installs it into .venv)" >&2; exit 2; }
 

@@ -38,7 +38,9 @@ if [[ -n $from ]]; then
   [[ -x $from/bin/attn_suite ]] || fail "--from-build $from: no bin/attn_suite there (build it first)"
 else
   [[ $arch =~ ^([0-9]+)[af]?$ ]] || fail "--arch $arch: an architecture by number, e.g. 90a or 80"
-  command -v nvcc >/dev/null || fail "--arch $arch: no CUDA toolkit (nvcc) here; a bundle needs GPU code"
+  # nvcc --version, not command -v: bash finds a non-executable nvcc on PATH too (CI hides the
+  # toolkit that way).
+  nvcc --version >/dev/null 2>&1 || fail "--arch $arch: no CUDA toolkit (nvcc) here; a bundle needs GPU code"
   known=$(nvcc --list-gpu-code | sed -n 's/^sm_//p' | tr '\n' ' ')
   [[ " $known " == *" ${BASH_REMATCH[1]} "* ]] ||
     fail "--arch $arch: this toolkit ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')) compiles for ${known% } only"

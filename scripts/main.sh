@@ -27,7 +27,7 @@ gpu_arch() {
   cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1) || return 0
   [[ $cap =~ ^([0-9]+)\.([0-9]+)$ ]] || return 0
   local major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]}
-  if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  if ! nvcc --version >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
     echo "main: a GPU but no CUDA toolkit (nvcc): the CPU backend runs the steps" >&2
     return 0
   fi

@@ -59,6 +59,13 @@ class GpuRun(unittest.TestCase):
         r = run(BUNDLE_SH, "--arch", "42", self.tmp / "b")
         self.assert_refused(r, "--arch 42")
         self.assert_refused(run(BUNDLE_SH, "--arch", "sm90", self.tmp / "b"), "by number")
+        # A toolkit hidden the way CI hides it: a non-executable nvcc first on PATH.
+        hidden = self.tmp / "hidden"
+        hidden.mkdir()
+        (hidden / "nvcc").write_text("")
+        env = dict(os.environ, PATH=f"{hidden}:/usr/bin:/bin")
+        self.assert_refused(run(BUNDLE_SH, "--arch", "90a", self.tmp / "b", env=env),
+                            "no CUDA toolkit")
         self.assert_refused(run(BUNDLE_SH, "--from-build", BUILD, full), "not a bundle")
         self.assert_refused(run(BUNDLE_SH, "--from-build", BUILD, "/proc/b"), "cannot be written")
         self.assert_refused(run(BUNDLE_SH, "--arch", "90a"), "usage")
