@@ -30,7 +30,7 @@ void run_matrix(const attn::StepInfo& step, const std::string& backend, const st
     attn::Options o;
     o.config = config;
     o.problem = p;
-    o.iters = 1;
+    o.iters = 0;  // the checked run alone
     o.warmup = 0;
     o.backend = backend;
     o.schedule = schedule;
@@ -166,7 +166,7 @@ TEST_CASE("a rung runs by name or number; unknown rungs and configs are refused"
   const attn::StepInfo& step = step_named("step4_tensorcore");
   attn::Options o;
   o.problem = attn_test::make(1, 1, 1, 17, 17, 64, attn::DType::fp16, true);
-  o.iters = 1;
+  o.iters = 0;  // the checked run alone
   o.warmup = 0;
   o.backend = "cpu";
   o.rung = "2";
@@ -300,7 +300,7 @@ namespace {
 attn::RunOutcome run_step4(const std::string& schedule = "forward") {
   attn::Options o;
   o.problem = attn_test::make(1, 2, 1, 100, 150, 64, attn::DType::fp16, true);
-  o.iters = 1;
+  o.iters = 0;  // the checked run alone
   o.warmup = 0;
   o.backend = "cpu";
   o.schedule = schedule;
@@ -385,7 +385,7 @@ namespace {
 attn::RunOutcome step4_with(const std::string& config, const std::string& table, int dim = 64) {
   attn::Options o;
   o.problem = attn_test::make(1, 1, 1, 40, 40, dim, attn::DType::bf16, true);
-  o.iters = 1;
+  o.iters = 0;  // the checked run alone
   o.warmup = 0;
   o.backend = "cpu";
   o.config = config;
@@ -522,7 +522,7 @@ constexpr const char* kStep5 = "step5_warpspecialized/attention.cu";
 attn::RunOutcome run_step5(const std::string& schedule = "forward") {
   attn::Options o;
   o.problem = attn_test::make(1, 2, 1, 70, 600, 64, attn::DType::fp16, true);
-  o.iters = 1;
+  o.iters = 0;  // the checked run alone
   o.warmup = 0;
   o.backend = "cpu";
   o.schedule = schedule;
@@ -621,7 +621,7 @@ attn::RunOutcome run_sm90a(const std::string& schedule, float scale = 0.0f) {
   attn::Options o;
   o.problem = attn_test::make(1, 2, 1, 70, 1900, 64, attn::DType::fp16, true);
   if (scale != 0.0f) o.problem.scale = scale;
-  o.iters = 1;
+  o.iters = 0;  // the checked run alone
   o.warmup = 0;
   o.backend = "cpu";
   o.schedule = schedule;
