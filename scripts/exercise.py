@@ -264,6 +264,13 @@ def build_exercise(spec, ws, build, rebuild_step):
                           f"{(r.stdout + r.stderr).strip().splitlines()[-1:]}")
     compile_cmd, archive, link = ninja_commands(build, step, counted,
                                                 kernel_object(spec, counted))
+    if (ws / "attention.cu").read_text() == spec["source"].read_text():
+        # The kernel is the step's own file, byte for byte: the step's binary is what compiling
+        # it would make (the same command on the same text), so it is checked instead.
+        print(f"exercise: the kernel is {spec['source'].relative_to(ROOT)} itself: checking "
+              f"{shown(binary)}", flush=True)
+        (ws / ".build").mkdir(exist_ok=True)  # where check writes the counts
+        return str(binary.resolve())
     if counted:
         return build_counted(step, ws, build, compile_cmd, link, kernel_object(spec, counted))
     out = ws / ".build"

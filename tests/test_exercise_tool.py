@@ -55,6 +55,27 @@ class ExerciseTool(unittest.TestCase):
             self.assertEqual(Path(ws, "attention.cu").read_text(),
                              (ROOT / "step2_tiled" / "attention.cu").read_text())
 
+    def test_an_answer_of_ones_own_is_compiled_and_checked(self):
+        # A solved exercise is the step's own file, and check runs the step's binary for it
+        # (exercise_test.py's "solved" tests); one with any other text is compiled and linked with
+        # the step's own commands, and a right one passes.
+        build = os.environ.get("ATTN_BUILD_DIR")
+        if not build or not (Path(build) / "bin" / "step1_naive").exists():
+            self.skipTest("needs a build (ATTN_BUILD_DIR)")
+        with tempfile.TemporaryDirectory() as ws:
+            self.assertEqual(run("start", "step1_row_softmax", "--dir", ws).returncode, 0)
+            self.assertEqual(run("solve", "step1_row_softmax", "--dir", ws).returncode, 0)
+            kernel = Path(ws, "attention.cu")
+            r = run("check", "step1_row_softmax", "--dir", ws, "--build", build, "--no-build")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("step1_naive/attention.cu itself", r.stdout)
+            kernel.write_text(kernel.read_text() + "// my own notes\n")
+            r = run("check", "step1_row_softmax", "--dir", ws, "--build", build, "--no-build")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertNotIn("itself", r.stdout)
+            self.assertIn("PASS: step1_row_softmax", r.stdout)
+            self.assertTrue(Path(ws, ".build", "step1_naive").exists())
+
     def test_an_unswizzled_answer_fails_on_its_bank_conflicts(self):
         # step4_swizzle is checked on counts: a layout without the swizzle computes the right
         # result (writer and reader agree) and must still fail, naming the conflicts.
