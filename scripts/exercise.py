@@ -15,7 +15,8 @@ exercise whose lines are no longer in the step is refused (and its CTest fails).
 check compiles only the exercise's kernel for the CPU SIMT backend, with the compile and link
 commands of the step's own CPU copy in the build directory (unless --build: build-cpu/, the
 CPU-only build scripts/main.sh makes without a GPU, if it exists, else build/, the one
-scripts/test.sh makes, else a new CPU-only build-cpu/; it builds the step there first if needed),
+scripts/test.sh makes, else a new CPU-only build-cpu/; it builds the step there first if needed;
+a kernel that is the step's own file, byte for byte, is the step's binary, which is run instead),
 then runs it
 against the FP64 reference on a few shapes (odd lengths, Sq != Sk, causal, GQA, per-batch key
 lengths, bf16, dropout) under two schedules, forward and greedy. An exercise whose lesson is a
