@@ -127,13 +127,15 @@ class FirstHour(unittest.TestCase):
         self.assertEqual(loud, [])
 
     def test_measuring_scripts_refuse_a_bad_readme_before_any_work(self):
-        # edit_loop.py marks kernels changed and rebuilds; first_result.py clones and runs
-        # main.sh: a file they cannot rewrite must stop them before that, in one line.
+        # edit_loop.py marks kernels changed and rebuilds; first_result.py and test_times.py
+        # clone and run main.sh or test.sh: a file they cannot rewrite must stop them before
+        # that, in one line.
         with tempfile.TemporaryDirectory() as tmp:
             unmarked = Path(tmp) / "unmarked.txt"
             unmarked.write_text("no markers here\n")
             for script, readme in (("edit_loop.py", unmarked), ("first_result.py", unmarked),
-                                   ("cpu_speed.py", Path(tmp) / "missing.txt")):
+                                   ("cpu_speed.py", Path(tmp) / "missing.txt"),
+                                   ("test_times.py", unmarked)):
                 r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--readme",
                                     str(readme)], capture_output=True, text=True, timeout=20)
                 self.assertEqual(r.returncode, 2, script)
