@@ -72,11 +72,12 @@ class RunContext {
   std::string config;
   // The kernel variant to run (StepInfo::variants); empty for a step with one kernel.
   std::string variant;
-  // The tile the step's kernel ran with, set by its run function: query rows per block (Br) and
-  // keys per tile (Bc); 0 where the step has no tiles. The tests derive tile-boundary shapes
-  // from it.
+  // The tile the step's kernel ran with, set by its run function: query rows per block (Br),
+  // keys per tile (Bc) and the shared-memory stages its K/V tiles cycle through (1: one buffer
+  // every tile reuses); 0 where the step has no tiles. The tests derive tile-boundary shapes from
+  // it, and hold the test matrix to wrapping every kernel's ring.
   struct Tile {
-    int rows = 0, keys = 0;
+    int rows = 0, keys = 0, stages = 1;
   } tile;
 
  private:

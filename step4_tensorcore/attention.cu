@@ -345,7 +345,7 @@ void run_config(const AttentionParams& p, attn::RunContext& ctx) {
   constexpr int Br = Cfg::Br, Bc = Cfg::Bc, kThreads = Cfg::kThreads, kStages = Cfg::kStages;
   const unsigned bh = p.batch * p.heads;
   const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
-  ctx.tile = {Br, Bc};
+  ctx.tile = {Br, Bc, kStages};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     dispatch_head_dim<Cfg>(p.dim, [&]<int D>() {
       const size_t smem = (Tile<D>::elements(Br) + 2 * kStages * Tile<D>::elements(Bc)) * sizeof(T);

@@ -399,7 +399,7 @@ void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       auto run = [&]<bool kDropout>() {
         constexpr int Bc = kKeysPerTile<D, kDropout>;
-        ctx.tile = {Br, Bc};
+        ctx.tile = {Br, Bc, kStages};
         const attn::TensorMap mq =
             attn::head_tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br);
         const attn::TensorMap mk =

@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 void run(const AttentionParams& p, attn::RunContext& ctx) {
   const unsigned bh = p.batch * p.heads;
   const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
-  ctx.tile = {Br, Bc};
+  ctx.tile = {Br, Bc, kStages};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       const attn::TensorMap mq =

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 
 #include "common/check.h"
 #include "common/simt/launch.h"
@@ -233,22 +234,76 @@ void run_boundaries(const std::string& step_name, const std::string& variant,
     }
 }
 
+// Calls fn(step, variant, config, rung) for every tiled kernel: steps 2 and 3, each step4
+// configuration, the rungs of steps 2 and 4, both step5 variants and step5's rungs.
+void each_tiled_kernel(const std::function<void(const std::string&, const std::string&,
+                                                const std::string&, const std::string&)>& fn) {
+  for (const char* step : {"step2_tiled", "step3_fused"}) fn(step, "", "", "");
+  for (const auto& c : step_named("step4_tensorcore").configs)
+    fn("step4_tensorcore", "", c.name, "");
+  for (const char* laddered : {"step2_tiled", "step4_tensorcore"})
+    for (const auto& r : step_named(laddered).rungs) fn(laddered, "", "", r.name);
+  for (const char* variant : {"sm80", "sm90a"}) fn("step5_warpspecialized", variant, "", "");
+  const auto& step5_rungs = step_named("step5_warpspecialized").rungs;  // the last is sm90a
+  for (size_t i = 0; i + 1 < step5_rungs.size(); ++i)
+    fn("step5_warpspecialized", "", "", step5_rungs[i].name);
+}
+
+// The most query blocks and key tiles of one block that the test matrix gives a kernel of this
+// tile, over the matrix's problems of head dim `dim` and with (or without) dropout.
+std::pair<int, int> matrix_reach(const attn::RunContext::Tile& tile, int dim, bool dropout) {
+  int blocks = 0, tiles = 0;
+  for (const attn::Problem& p : attn_test::matrix()) {
+    if (p.dim != dim || (p.dropout > 0) != dropout) continue;
+    for (int b = 0; b < p.batch; ++b) {
+      const int rows = p.seqlens_q.empty() ? p.seqlen_q : p.seqlens_q[size_t(b)];
+      const int keys = p.seqlens_k.empty() ? p.seqlen_k : p.seqlens_k[size_t(b)];
+      if (rows == 0) continue;
+      // The last row sees every key (bottom-right causal alignment): its block reads them all.
+      blocks = std::max(blocks, (rows + tile.rows - 1) / tile.rows);
+      tiles = std::max(tiles, (keys + tile.keys - 1) / tile.keys);
+    }
+  }
+  return {blocks, tiles};
+}
+
 }  // namespace
 
 TEST_CASE("tiled kernels pass rows that end at a tile boundary", "[steps][boundary]") {
-  for (const char* schedule : {"forward", "random:13"}) {
-    for (const char* step : {"step2_tiled", "step3_fused"}) run_boundaries(step, "", "", schedule);
-    for (const auto& c : step_named("step4_tensorcore").configs)
-      run_boundaries("step4_tensorcore", "", c.name, schedule);
-    for (const char* laddered : {"step2_tiled", "step4_tensorcore"})
-      for (const auto& r : step_named(laddered).rungs)
-        run_boundaries(laddered, "", "", schedule, r.name);
-    for (const char* variant : {"sm80", "sm90a"})
-      run_boundaries("step5_warpspecialized", variant, "", schedule);
-    const auto& step5_rungs = step_named("step5_warpspecialized").rungs;  // the last is sm90a
-    for (size_t i = 0; i + 1 < step5_rungs.size(); ++i)
-      run_boundaries("step5_warpspecialized", "", "", schedule, step5_rungs[i].name);
-  }
+  for (const char* schedule : {"forward", "random:13"})
+    each_tiled_kernel(
+        [&](const std::string& step, const std::string& variant, const std::string& config,
+            const std::string& rung) { run_boundaries(step, variant, config, schedule, rung); });
+}
+
+TEST_CASE("the matrix wraps every kernel's K/V stages twice over three query blocks", "[steps]") {
+  // What the matrix's long problems are for: some problem gives each kernel a block whose key
+  // tiles go round its stages at least twice (each stage reused, its mbarrier phases back where
+  // they began) and a grid of at least three query blocks (one neither first nor last), at a
+  // tile the kernel reports for one of its head dims, with or without dropout.
+  each_tiled_kernel([](const std::string& step_name, const std::string& variant,
+                       const std::string& config, const std::string& rung) {
+    const attn::StepInfo step = attn_test::as_rung(step_named(step_name), rung);
+    std::vector<int> dims =
+        step.head_dims.empty() ? std::vector<int>{64, 80, 96, 128} : step.head_dims;
+    for (const auto& c : step.configs)
+      if (c.name == config) dims = c.head_dims;
+    int blocks = 0, laps = 0, stages = 0;
+    for (int dim : dims)
+      for (bool dropout : {false, true}) {
+        const attn::RunContext::Tile tile =
+            attn_test::tile_of(step, variant, config, dim, dropout ? 0.1f : 0.0f);
+        REQUIRE(tile.stages >= 1);
+        const auto [b, tiles] = matrix_reach(tile, dim, dropout);
+        blocks = std::max(blocks, b);
+        laps = std::max(laps, (tiles - 1) / tile.stages);  // times the first stage is reused
+        stages = std::max(stages, tile.stages);
+      }
+    INFO(step.name << " " << variant << config << ": " << stages << " stages, the first reused "
+                   << laps << " times, " << blocks << " query blocks");
+    CHECK(blocks >= 3);
+    CHECK(laps >= 2);
+  });
 }
 
 TEST_CASE("steps 1 and 2 keep S and P in global memory: one Sq x Sk FP32 buffer", "[steps]") {

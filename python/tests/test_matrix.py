@@ -27,9 +27,9 @@ CASES = [
     # Per-batch key lengths, including an empty batch.
     ("bf16", 3, 2, 2, 33, 129, 64, False, None, [129, 0, 50], 0.0, None),
     ("fp16", 3, 2, 1, 65, 100, 96, True, None, [100, 1, 0], 0.1, None),
-    # Long: 1000.
-    ("fp16", 1, 2, 1, 1000, 1000, 64, True, None, None, 0.0, None),
-    ("bf16", 1, 1, 1, 1000, 1000, 128, False, None, None, 0.1, None),
+    # Long: 1000 keys (and fewer queries: tests/matrix.h).
+    ("fp16", 1, 2, 1, 300, 1000, 64, True, None, None, 0.0, None),
+    ("bf16", 1, 1, 1, 200, 1000, 128, False, None, None, 0.1, None),
     ("fp16", 2, 2, 2, 100, 1000, 80, False, None, [1000, 999], 0.0, None),
     # Dropout 0.999: almost every key dropped, the kept ones scaled by 1000.
     ("fp16", 1, 2, 2, 129, 129, 64, False, None, None, 0.999, None),
