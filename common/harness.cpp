@@ -104,6 +104,10 @@ class Progress {
   bool shown_ = false;
 };
 
+// Tensors from which the checks below run on every core (below it, libgomp's idle threads would
+// spin for longer than the loop takes).
+constexpr int64_t kParallelElements = int64_t(1) << 22;
+
 // Scores |scale * q.k| reach at most |scale| * dim * max|q| * max|k|; the kernels also multiply
 // them by log2(e) and subtract the row maximum, so twice that must stay finite in FP32. Returns ""
 // or why the scale is refused.
@@ -111,7 +115,7 @@ std::string check_scale(const Problem& p, const HostInputs& in) {
   auto max_abs = [&](const std::vector<Bits16>& t) {
     double m = 0;
     const int64_t n = int64_t(t.size());
-#pragma omp parallel for reduction(max : m)
+#pragma omp parallel for reduction(max : m) if (n >= kParallelElements)
     for (int64_t x = 0; x < n; ++x) m = std::max(m, double(std::fabs(from_bits(t[x], p.dtype))));
     return m;
   };
@@ -133,7 +137,7 @@ std::string check_finite(const Problem& p, const HostInputs& in) {
     const std::vector<Bits16>& t = *named.second;  // no structured binding: OpenMP captures it
     const int64_t n = int64_t(t.size());
     int64_t first = n;
-#pragma omp parallel for reduction(min : first)
+#pragma omp parallel for reduction(min : first) if (n >= kParallelElements)
     for (int64_t x = 0; x < n; ++x)
       if (!std::isfinite(from_bits(t[x], p.dtype))) first = std::min(first, x);
     if (first < n)

@@ -18,6 +18,8 @@ using MatrixRM = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 // per thread, so its memory does not grow with the sequence lengths (S itself can be tens of GB).
 constexpr int kRows = 64;
 constexpr int kKeys = 512;
+// B * H * Sq * Sk * D from which the reference runs on every core.
+constexpr double kParallelWork = 1 << 26;
 
 // The [rows, dim] slice starting at `offset`, widened to double.
 MatrixRM load(const std::vector<Bits16>& t, int64_t offset, int rows, int dim, DType dtype) {
@@ -41,7 +43,10 @@ Reference reference_attention(const Problem& p, const HostInputs& in) {
   host_resize(ref.lse, p.lse_elements(), "the reference's LSE (FP64)");
   std::fill(ref.lse.begin(), ref.lse.end(), -inf);
 
-#pragma omp parallel for collapse(3) schedule(dynamic)
+  // Threads only where the work pays for them: after a parallel region libgomp's idle threads
+  // spin for a while, taking a core from the emulator (and from a test running beside it).
+  const bool parallel = double(p.batch) * p.heads * Sq * Sk * D >= kParallelWork;
+#pragma omp parallel for collapse(3) schedule(dynamic) if (parallel)
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads; ++h) {
       for (int tile = 0; tile < row_tiles; ++tile) {

@@ -37,7 +37,8 @@ void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, D
       {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
   // Counter-based: every group of four is drawn from its own counter, so the threads that share
   // the work draw the same numbers as one would.
-#pragma omp parallel for schedule(static)
+  // Threads for large tensors only: see reference.cpp's kParallelWork.
+#pragma omp parallel for schedule(static) if (n >= (int64_t(1) << 20))
   for (int64_t base = 0; base < n; base += 4) {
     const r123::Philox4x32::ctr_type ctr = {
         {static_cast<uint32_t>(base >> 2), static_cast<uint32_t>(base >> 34), stream, 0x5eed1234u}};
