@@ -865,6 +865,8 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
     float A[64][16], B[256][16];
     g.read = std::make_shared<OperandSnapshot>();
     g.read->issued_at = where;
+    g.read->addr.reserve(size_t(16) * (64 + g.n));
+    g.read->bits.reserve(size_t(16) * (64 + g.n));
     for (int m = 0; m < 64; ++m)
       for (int k = 0; k < 16; ++k)
         if (!g.a_regs)
@@ -881,16 +883,33 @@ void wgmma_mma_async(WgmmaType type, int n, float* d, uint64_t desc_a, const uin
       for (int k = 0; k < 16; ++k)
         B[nn][k] = element(wgmma_element_address(g.desc_b, g.trans_b, nn, k), g.type, "B", where,
                            *g.read, wg);
-    for (int t = 0; t < 128; ++t) {
+    // D[m][nn] = C[m][nn] + sum over k of (scale_a A[m][k]) (scale_b B[nn][k]), each element's
+    // products added in k order, one rounding each (a scale of -1 is exact); a row at a time over
+    // all n columns, which the compiler vectorises. The fragment layout: thread t's i-th
+    // accumulator is element (m, nn) below.
+    thread_local float D[64][256], Bt[16][256];  // no fiber switch within: one per OS thread
+    auto fragment = [](int t, int i) {
       const int w = t / 32, l = t % 32, gg = l / 4, tt = l % 4;
+      return std::pair{16 * w + gg + 8 * ((i / 2) % 2), 8 * (i / 4) + 2 * tt + i % 2};
+    };
+    for (int t = 0; t < 128; ++t)
       for (int i = 0; i < g.n / 2; ++i) {
-        const int m = 16 * w + gg + 8 * ((i / 2) % 2), nn = 8 * (i / 4) + 2 * tt + i % 2;
-        float acc = g.scale_d ? g.c[t][i] : 0.0f;
-        for (int k = 0; k < 16; ++k)
-          acc += float(g.scale_a) * A[m][k] * float(g.scale_b) * B[nn][k];
-        g.out[t][i] = acc;
+        const auto [m, nn] = fragment(t, i);
+        D[m][nn] = g.scale_d ? g.c[t][i] : 0.0f;
       }
-    }
+    for (int k = 0; k < 16; ++k)
+      for (int nn = 0; nn < g.n; ++nn) Bt[k][nn] = B[nn][k];
+    const float sign = float(g.scale_a * g.scale_b);
+    for (int m = 0; m < 64; ++m)
+      for (int k = 0; k < 16; ++k) {
+        const float a = sign * A[m][k];
+        for (int nn = 0; nn < g.n; ++nn) D[m][nn] += a * Bt[k][nn];
+      }
+    for (int t = 0; t < 128; ++t)
+      for (int i = 0; i < g.n / 2; ++i) {
+        const auto [m, nn] = fragment(t, i);
+        g.out[t][i] = D[m][nn];
+      }
   });
   if (counters::active() && me == 0) [[unlikely]]  // once per warpgroup instance
     counters::hook::wgmma(where, n, a_regs == nullptr);
