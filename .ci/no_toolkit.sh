@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command on a machine without the CUDA toolkit, with clang++ (which makes it the
-# clang proof too), then `pip install .` with g++. Runs inside a private mount namespace (.ci/run:
+# clang proof too) and with g++, then `pip install .` with g++. Runs inside a private mount namespace (.ci/run:
 # unshare --mount), where it mounts an empty directory over every /usr/local/cuda* and an empty,
 # non-executable file over every nvcc (and the other toolkit programs) on PATH, so nothing of the
 # toolkit is visible; the mounts vanish with the namespace. Argument: the repository to clone (its
@@ -38,6 +38,13 @@ CXX=clang++ scripts/test.sh -E '^exercises\.'
 echo "ci: no toolkit: the README's test command passed, built with clang++, in $((SECONDS - start)) s"
 device=$(build/bin/attn_device || true)  # exits 1 when there is no GPU to use
 grep -q "built without the CUDA toolkit" <<<"$device"
+# And with g++, as on most laptops: the same CPU-only build plus the counted copies and the
+# instrumented tests, which need g++'s instrumentation hooks. A new build directory: the test
+# command does not switch compilers in one.
+rm -rf build
+start=$SECONDS
+scripts/test.sh
+echo "ci: no toolkit: the README's test command passed, built with g++, in $((SECONDS - start)) s"
 
 # The Python package without the toolkit (g++): a fresh clone, a fresh virtual environment.
 .ci/pip_install.sh "$src"
