@@ -37,8 +37,10 @@ void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, D
       {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
   // Counter-based: every group of four is drawn from its own counter, so the threads that share
   // the work draw the same numbers as one would.
-  // Threads for large tensors only: see reference.cpp's kParallelWork.
-#pragma omp parallel for schedule(static) if (n >= (int64_t(1) << 20))
+  // Threads for large tensors only: after a parallel region libgomp's idle threads spin for a
+  // while, taking a core from the emulator, longer than a small fill takes.
+  constexpr int64_t kParallelElements = int64_t(1) << 20;
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
   for (int64_t base = 0; base < n; base += 4) {
     const r123::Philox4x32::ctr_type ctr = {
         {static_cast<uint32_t>(base >> 2), static_cast<uint32_t>(base >> 34), stream, 0x5eed1234u}};

@@ -276,11 +276,13 @@ TEST_CASE("tiled kernels pass rows that end at a tile boundary", "[steps][bounda
             const std::string& rung) { run_boundaries(step, variant, config, schedule, rung); });
 }
 
-TEST_CASE("the matrix wraps every kernel's K/V stages twice over three query blocks", "[steps]") {
+TEST_CASE("the matrix wraps every kernel's K/V stages twice and gives it three query blocks",
+          "[steps]") {
   // What the matrix's long problems are for: some problem gives each kernel a block whose key
   // tiles go round its stages at least twice (each stage reused, its mbarrier phases back where
-  // they began) and a grid of at least three query blocks (one neither first nor last), at a
-  // tile the kernel reports for one of its head dims, with or without dropout.
+  // they began), and some problem (not necessarily the same one) a grid of at least three query
+  // blocks (one neither first nor last), at a tile the kernel reports for one of its head dims,
+  // with or without dropout.
   each_tiled_kernel([](const std::string& step_name, const std::string& variant,
                        const std::string& config, const std::string& rung) {
     const attn::StepInfo step = attn_test::as_rung(step_named(step_name), rung);
