@@ -452,8 +452,11 @@ __device__ __forceinline__ void wgmma_wait(ATTN_PTX_WHERE_ONLY) {
 #endif
 }
 
-#if defined(__CUDA_ARCH__)
 // The asm of wgmma m64nNk16 for each N (8..256): the N/2 accumulators are operands %0..%(N/2-1).
+// Expanded in sm_90a device passes only (wgmma is sm_90a's alone): its 128 statements (32 N, two
+// types, SS and RS) would cost every other pass about two seconds of preprocessing.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ATTN_WGMMA_ASM 1
 #define ATTN_WGMMA_D_STR(z, i, _) BOOST_PP_IF(i, ",", "") "%" BOOST_PP_STRINGIZE(i)
 #define ATTN_WGMMA_D_OPS(z, i, _) BOOST_PP_COMMA_IF(i) "+f"(d[i])
 #define ATTN_WGMMA_OP(nr, k) "%" BOOST_PP_STRINGIZE(BOOST_PP_ADD(nr, k))
@@ -491,12 +494,14 @@ template <int N, typename T, bool TransA = false, bool TransB = false>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                          bool scale_d ATTN_PTX_WHERE) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 to 256");
-#if defined(__CUDA_ARCH__)
+#if defined(ATTN_WGMMA_ASM)
   if constexpr (std::is_same_v<T, __half>) {
     BOOST_PP_REPEAT(32, ATTN_WGMMA_SS_CASE, "f16")
   } else {
     BOOST_PP_REPEAT(32, ATTN_WGMMA_SS_CASE, "bf16")
   }
+#elif defined(__CUDA_ARCH__)
+  static_assert(N < 0, "wgmma needs sm_90a: compile this kernel for sm_90a only");
 #elif defined(SIMT_BACKEND)
   simt::wgmma_mma_async(std::is_same_v<T, __half> ? simt::WgmmaType::f16 : simt::WgmmaType::bf16, N,
                         d, desc_a, nullptr, desc_b, scale_d, 1, 1, TransA, TransB, where);
@@ -509,12 +514,14 @@ template <int N, typename T, bool TransB = false>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
                                          bool scale_d ATTN_PTX_WHERE) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 to 256");
-#if defined(__CUDA_ARCH__)
+#if defined(ATTN_WGMMA_ASM)
   if constexpr (std::is_same_v<T, __half>) {
     BOOST_PP_REPEAT(32, ATTN_WGMMA_RS_CASE, "f16")
   } else {
     BOOST_PP_REPEAT(32, ATTN_WGMMA_RS_CASE, "bf16")
   }
+#elif defined(__CUDA_ARCH__)
+  static_assert(N < 0, "wgmma needs sm_90a: compile this kernel for sm_90a only");
 #elif defined(SIMT_BACKEND)
   simt::wgmma_mma_async(std::is_same_v<T, __half> ? simt::WgmmaType::f16 : simt::WgmmaType::bf16, N,
                         d, 0, a, desc_b, scale_d, 1, 1, false, TransB, where);
