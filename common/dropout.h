@@ -15,6 +15,11 @@
 // Random123's nvcc support marks its functions __device__ only; we call them from host code too.
 #define R123_CUDA_DEVICE __host__ __device__
 #endif
+// Philox4x32 needs none of Random123's SSE types, whose intrinsics headers would add about half
+// a second to every compile that includes this file.
+#ifndef R123_USE_SSE
+#define R123_USE_SSE 0
+#endif
 #include <Random123/philox.h>
 
 namespace attn {
