@@ -1,17 +1,16 @@
-// Catch2 main for the step tests. Tests tagged [gpu] need a CUDA device: without one this binary
-// exits 77, which CTest reports as "Skipped" (SKIP_RETURN_CODE), so the GPU tests are visible in
-// every run and run for real where a GPU exists.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+// What the step tests do before Catch2 runs (tests/main.cpp). Tests tagged [gpu] need a CUDA
+// device: without one this binary exits 77, which CTest reports as "Skipped" (SKIP_RETURN_CODE),
+// so the GPU tests are visible in every run and run for real where a GPU exists.
 #include <cstring>
 #include <iostream>
 #include <memory>
 
 #include "common/arch.h"
 #include "common/backend.h"
+#include "tests/catch_main.h"
 #include "tests/steps.h"
 
-int main(int argc, char** argv) {
+int attn_test::before_catch(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "[gpu]", 5) == 0) {  // a spec selecting GPU tests (not "~[gpu]")
       std::string why;
@@ -35,5 +34,5 @@ int main(int argc, char** argv) {
       }
     }
   }
-  return Catch::Session().run(argc, argv);
+  return -1;
 }
