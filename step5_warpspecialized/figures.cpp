@@ -26,7 +26,7 @@ using simt::testing::SyncEvent;
 std::vector<SyncEvent> record(void (*run)(const attn::AttentionParams&, attn::RunContext&), int sq,
                               int sk) {
   attn::Problem p;
-  p.heads = 1, p.seqlen_q = sq, p.seqlen_k = sk, p.dim = 64;
+  p.heads = 1, p.seqlen_q = sq, p.seqlen_k = sk, p.dim = 64, p.dtype = attn::DType::bf16;
   auto be = attn::make_cpu_backend();
   const attn::DeviceProblem dev(*be, p, attn::make_inputs(p));
   attn::RunContext ctx(*be);
