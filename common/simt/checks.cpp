@@ -122,16 +122,16 @@ std::vector<std::string> lines_of(const std::vector<uintptr_t>& pcs) {
   std::_Exit(1);
 }
 
-inline void access(const void* p, size_t bytes, bool write, bool aligned, const void* pc) {
-  if (!in_kernel()) return;
+[[gnu::noinline]] void check_access(const void* p, size_t bytes, bool write, bool aligned,
+                                    const void* pc) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   std::string problem;
   bool shared = false;
   if (aligned && a % bytes != 0)
     problem = "misaligned " + std::to_string(bytes) + "-byte " + (write ? "store" : "load");
-  else if (!(shared = shared_access(a, bytes, write, problem)))
-    if (std::string bad = simt::check_device_access(p, bytes); !bad.empty())
-      problem = std::string("out-of-bounds ") + (write ? "write: " : "read: ") + bad;
+  else if (!(shared = shared_access(a, bytes, write, problem)) && !simt::device_access_ok(p, bytes))
+    problem = std::string("out-of-bounds ") + (write ? "write: " : "read: ") +
+              simt::check_device_access(p, bytes);
   if (!problem.empty()) report(problem, pc);
   if (counters::active()) {
     using counters::hook::Kind;
@@ -143,6 +143,18 @@ inline void access(const void* p, size_t bytes, bool write, bool aligned, const 
       counters::hook::lane(write ? Kind::global_store : Kind::global_load,
                            reinterpret_cast<uintptr_t>(pc), a, uint32_t(bytes));
   }
+}
+
+// Every load and store of an instrumented kernel. Most are to the fiber's own stack, or to the
+// emulator's own state that the kernel's inline helpers read (the current thread's ids): neither
+// shared nor device memory, so only their alignment is checked, inline, and nothing is counted.
+inline void access(const void* p, size_t bytes, bool write, bool aligned, const void* pc) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (!in_kernel()) return;
+  if (!(aligned && a % bytes != 0) &&
+      (on_own_stack(a, bytes) || (!touches_shared(a, bytes) && simt::in_device_gap(a, bytes))))
+    return;
+  check_access(p, bytes, write, aligned, pc);
 }
 
 }  // namespace

@@ -41,7 +41,10 @@ struct Span {
   const std::string* label;
   size_t bytes;
 };
-std::atomic<const std::vector<Span>*> g_spans{nullptr};
+const std::vector<Span>* published_spans() {
+  return static_cast<const std::vector<Span>*>(
+      detail::g_device_snapshot.load(std::memory_order_acquire));
+}
 std::vector<std::unique_ptr<std::vector<Span>>> g_old_spans;
 
 void publish_spans() {  // with g_mutex held
@@ -51,11 +54,16 @@ void publish_spans() {  // with g_mutex held
     spans->push_back({lo, lo + kGuard, lo + kGuard + a.bytes, lo + kGuard + a.bytes + a.tail,
                       &a.label, a.bytes});
   }
-  g_spans = spans.get();
+  detail::g_device_snapshot.store(spans.get(), std::memory_order_release);
   g_old_spans.push_back(std::move(spans));
 }
 
 }  // namespace
+
+namespace detail {
+std::atomic<const void*> g_device_snapshot{nullptr};
+constinit thread_local DeviceGap t_device_gap;
+}  // namespace detail
 
 void* device_malloc(size_t bytes, const std::string& label) {
   const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
@@ -112,16 +120,32 @@ std::string check_guards() {
 
 namespace {
 // The span whose guarded range holds some byte of [a, a + bytes), or nullptr.
+//
+// An instrumented kernel asks this of many of its loads and stores, most of them to memory it
+// asked about just before. So each OS thread remembers the last span whose guarded range held an
+// access and the last gap between spans (detail::t_device_gap) that held one, for the snapshot it
+// searched: an access wholly inside either gets the same answer without a search.
 const Span* span_of(uintptr_t a, size_t bytes) {
-  const std::vector<Span>* spans = g_spans.load(std::memory_order_acquire);
+  constinit thread_local const std::vector<Span>* t_spans = nullptr;
+  constinit thread_local const Span* t_span = nullptr;
+  const std::vector<Span>* spans = published_spans();
   if (spans == nullptr || spans->empty()) return nullptr;
-  if (a + bytes <= spans->front().lo || a >= spans->back().hi) return nullptr;
-  // The last span starting at or below the access's last byte.
-  auto it = std::upper_bound(spans->begin(), spans->end(), a + bytes - 1,
-                             [](uintptr_t x, const Span& s) { return x < s.lo; });
-  if (it == spans->begin()) return nullptr;
-  const Span& s = *--it;
-  return a < s.hi ? &s : nullptr;
+  detail::DeviceGap& gap = detail::t_device_gap;
+  if (t_spans != spans) t_spans = spans, t_span = nullptr, gap = {};
+  if (a >= gap.lo && a + bytes <= gap.hi) return nullptr;
+  if (t_span != nullptr && a >= t_span->lo && a + bytes <= t_span->hi) return t_span;
+  // The first span starting past the access's last byte, and the one before it.
+  const auto next = std::upper_bound(spans->begin(), spans->end(), a + bytes - 1,
+                                     [](uintptr_t x, const Span& s) { return x < s.lo; });
+  const Span* before = next == spans->begin() ? nullptr : &*std::prev(next);
+  if (before != nullptr && a < before->hi) {
+    if (a >= before->lo && a + bytes <= before->hi) t_span = before;
+    return before;
+  }
+  const uintptr_t lo = before != nullptr ? before->hi : 0;
+  const uintptr_t hi = next != spans->end() ? next->lo : UINTPTR_MAX;
+  if (a >= lo && a + bytes <= hi) gap = {spans, lo, hi};
+  return nullptr;
 }
 }  // namespace
 
@@ -142,22 +166,9 @@ std::string describe_device_address(const void* p) {
 }
 
 bool device_access_ok(const void* p, size_t bytes) {
-  // The last span this OS thread found inside, and the snapshot it was in (snapshots are never
-  // freed, so an unchanged pointer is an unchanged snapshot).
-  thread_local const std::vector<Span>* t_spans = nullptr;
-  thread_local const Span* t_span = nullptr;
   const auto a = reinterpret_cast<uintptr_t>(p);
-  const std::vector<Span>* spans = g_spans.load(std::memory_order_acquire);
-  if (t_span != nullptr && t_spans == spans && a >= t_span->data && a + bytes <= t_span->end)
-    return true;  // inside the data of one span: span_of finds it, and the access is fine
-  const Span* found = span_of(a, bytes);
-  if (found == nullptr) return true;
-  if (a >= found->data && a + bytes <= found->end) {
-    t_spans = spans;
-    t_span = found;
-    return true;
-  }
-  return false;
+  const Span* s = span_of(a, bytes);
+  return s == nullptr || (a >= s->data && a + bytes <= s->end);
 }
 
 std::string check_device_access(const void* p, size_t bytes) {

@@ -7,6 +7,7 @@
 // site instead of silently corrupting a neighbour.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,9 +27,29 @@ std::string check_guards();
 // end"). Detects accesses that reach into an allocation's guard zones (256 bytes or more on either
 // side). Lock-free: safe to call on every load and store of an instrumented kernel.
 std::string check_device_access(const void* p, size_t bytes);
-// check_device_access(p, bytes).empty(), answered from the allocation the calling OS thread
-// found last where it can be (an operation on a tile reads one buffer many times).
+// check_device_access(p, bytes).empty(), without building the message.
 bool device_access_ok(const void* p, size_t bytes);
+
+namespace detail {
+// The live allocations as the lookups above search them (an immutable snapshot, replaced on every
+// allocation and free), and the last gap between two of them (or before the first, or past the
+// last) that a lookup of the calling OS thread found an access in: it holds no allocation's byte,
+// guard zones included, as long as the snapshot is the same.
+extern std::atomic<const void*> g_device_snapshot;
+struct DeviceGap {
+  const void* snapshot = nullptr;
+  uintptr_t lo = 0, hi = 0;
+};
+extern thread_local constinit DeviceGap t_device_gap;
+}  // namespace detail
+
+// True when [a, a + bytes) is known to touch no device allocation (the gap above): then
+// check_device_access says "" and find_buffer finds nothing, without a lookup.
+inline bool in_device_gap(uintptr_t a, size_t bytes) {
+  const detail::DeviceGap& gap = detail::t_device_gap;
+  return a >= gap.lo && a + bytes <= gap.hi &&
+         gap.snapshot == detail::g_device_snapshot.load(std::memory_order_acquire);
+}
 
 // "byte 264 of buffer 'S/P' (1024 bytes)" for an address inside a live allocation, else "".
 std::string describe_device_address(const void* p);

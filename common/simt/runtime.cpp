@@ -31,6 +31,8 @@ namespace detail {
 
 constinit thread_local ThreadIds* t_current = nullptr;
 constinit thread_local BlockExtension* t_extension = nullptr;
+constinit thread_local bool t_in_fiber = false;
+constinit thread_local uintptr_t t_stack_lo = 0, t_stack_hi = 0, t_shared_lo = 0, t_shared_hi = 0;
 
 namespace {
 
@@ -362,7 +364,14 @@ struct Block {
 
 thread_local Block* t_block = nullptr;
 thread_local Thread* t_thread = nullptr;
-thread_local bool t_in_fiber = false;
+
+// Makes `t` the CUDA thread this OS thread runs next.
+void set_current(Thread& t) {
+  t_current = &t.ids;
+  t_thread = &t;
+  t_stack_hi = reinterpret_cast<uintptr_t>(t.stack.sp);
+  t_stack_lo = t_stack_hi - t.stack.size;
+}
 // What a collective's compute function reads as the input of a lane that gives none, and where it
 // writes the output of a lane that takes none (see LaneSlot).
 alignas(16) constexpr unsigned char kZeroPayload[kCollectivePayload] = {};
@@ -507,11 +516,11 @@ int next_to_run(Block& blk, const Thread& t) {
     if (blk.round_pos < blk.round.size()) {
       const int after = blk.round[blk.round_pos];
       __builtin_prefetch(&blk.threads[after]);
+      __builtin_prefetch(&blk.threads[after].stack);  // set_current reads its bounds
       const char* sp = static_cast<const char*>(blk.contexts[after].sp);
       for (int i = 0; i < 6; ++i) __builtin_prefetch(sp + 64 * i);
     }
-    t_current = &blk.threads[next].ids;
-    t_thread = &blk.threads[next];
+    set_current(blk.threads[next]);
     switch_context(blk.contexts[t.tid], blk.contexts[next]);
   }
   if (t.unwind) throw Unwind{};
@@ -680,8 +689,7 @@ void release_threads(Block& blk) {
     }
     if (t.started && !t.done) {
       t.unwind = true;
-      t_current = &t.ids;
-      t_thread = &t;
+      set_current(t);
       t_in_fiber = true;
       switch_context(blk.sched, blk.contexts[tid]);
       t_in_fiber = false;
@@ -735,6 +743,8 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   blk.smem_bytes = L.smem_bytes;
   blk.storage_lo = smem_storage.data();
   blk.storage_hi = smem_storage.data() + smem_storage.size();
+  t_shared_lo = reinterpret_cast<uintptr_t>(blk.storage_lo);
+  t_shared_hi = reinterpret_cast<uintptr_t>(blk.storage_hi);
   std::memset(blk.smem, 0xFF, L.smem_bytes);
   blk.stores.clear();  // allocated when an instrumented kernel starts (track_stores)
   blk.tracking = false;
@@ -773,8 +783,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   // Resumes `first`; returns the thread that came back to the scheduler, which is another one
   // when threads switched to each other directly (suspend).
   auto resume = [&](Thread& first) -> Thread& {
-    t_current = &first.ids;
-    t_thread = &first;
+    set_current(first);
     t_in_fiber = true;
     switch_context(blk.sched, blk.contexts[first.tid]);
     t_in_fiber = false;
@@ -1116,10 +1125,6 @@ size_t dynamic_shared_memory_bytes() {
 
 int block_threads() {
   return t_block->nthreads;
-}
-
-bool in_kernel() {
-  return t_in_fiber;
 }
 
 uint32_t live_lanes(int warp) {
