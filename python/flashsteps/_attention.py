@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import os
+import re
 import threading
 from typing import Any, Sequence
 
@@ -87,7 +88,31 @@ def _device(name: str, a: Any) -> tuple[int, int]:
     return int(kind), int(index)
 
 
-def attention(q: Any, k: Any, v: Any, step: str = "step4_tensorcore", *, causal: bool = False,
+def _step_and_rung(step: Any, rung: Any) -> tuple[str, Any]:
+    """The step's name and the rung, from a name, the step's number (0-5, as an int or a string)
+    or a rung's label as scripts/stepdiff.py prints it ("4.3": rung 3 of step 4)."""
+    if isinstance(step, bool) or not isinstance(step, (str, int, np.integer)):
+        raise TypeError(f"step must be a name, a number or a label such as '4.3', not {step!r}")
+    label = str(step)
+    match = re.fullmatch(r"(\d+)(?:\.(\d+))?", label)
+    if match is None:
+        return label, rung  # a name: the step executables' own message if it is not one
+    number, rung_number = match.groups()
+    names = [s["name"] for s in steps()]
+    name = next((n for n in names if n.startswith(f"step{int(number)}_")), None)
+    if name is None:
+        raise ValueError(f"step={step!r}: there is no step {int(number)}; the steps are "
+                         f"{', '.join(names)}")
+    if rung_number is not None:
+        if rung is not None and str(rung) != str(int(rung_number)):
+            raise ValueError(f"step={step!r} is rung {int(rung_number)} of {name}, "
+                             f"but rung={rung!r}")
+        rung = int(rung_number)
+    return name, rung
+
+
+def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
+              causal: bool = False,
               scale: float | None = None, seqlens_q: Sequence[int] | None = None,
               seqlens_k: Sequence[int] | None = None, dropout: float = 0.0, seed: int = 0,
               rung: str | int | None = None, variant: str | None = None, dtype: str | None = None,
@@ -104,7 +129,9 @@ def attention(q: Any, k: Any, v: Any, step: str = "step4_tensorcore", *, causal:
     CUDA tensor runs the GPU build on the tensor's device (the inputs and outputs pass through
     host memory, ordered with the tensor's current stream: for learning, not for speed).
 
-    step: a name from flashsteps.steps() ('step0_reference' .. 'step5_warpspecialized').
+    step: a name from flashsteps.steps() ('step0_reference' .. 'step5_warpspecialized'), the
+    step's number (0-5), or a rung's label as scripts/stepdiff.py prints it ('4.3': rung 3 of
+    step 4, the same as step=4, rung=3).
     causal: the mask aligned bottom-right (FlashAttention-2's convention; SDPA's is_causal is
     top-left). scale: default 1/sqrt(head_dim). seqlens_q, seqlens_k: per-batch lengths (rows
     past a batch's length: O = 0 and LSE = -inf). dropout: probability in [0, 1), the elements
@@ -150,9 +177,9 @@ def attention(q: Any, k: Any, v: Any, step: str = "step4_tensorcore", *, causal:
                          "PyTorch CUDA tensors are supported")
     elif type(q).__module__.startswith("torch"):
         arrays = {n: a.detach() for n, a in arrays.items()}
-    step = _text("step", step, allow_none=False)
     if isinstance(rung, bool) or not isinstance(rung, (str, int, np.integer, type(None))):
         raise TypeError(f"rung must be a name, a number or None, not {rung!r}")
+    step, rung = _step_and_rung(step, rung)
     seed = operator.index(seed)
     if not 0 <= seed < 2**64:
         raise ValueError(f"seed={seed}: must be in [0, 2^64)")

@@ -147,6 +147,36 @@ def test_bad_arrays_and_arguments():
         assert "\n" not in str(e.value), str(e.value)
 
 
+def test_a_step_by_its_number_or_a_rung_by_its_label():
+    # The course's numbers (README, scripts/stepdiff.py): step=3 is step3_fused, "4.3" is rung 3
+    # of step 4's ladder; the same kernels, bit for bit.
+    q, k, v = fp16(Sq=17, Sk=33)
+    by_name = flashsteps.attention(q, k, v, step="step3_fused")
+    for step in (3, np.int64(3), "3"):
+        for a, b in zip(flashsteps.attention(q, k, v, step=step), by_name):
+            assert np.array_equal(a, b), step
+    rung = flashsteps.attention(q, k, v, step="step4_tensorcore", rung=3)
+    for kw in (dict(step="4.3"), dict(step="4.3", rung=3), dict(step="4.3", rung="3")):
+        for a, b in zip(flashsteps.attention(q, k, v, **kw), rung):
+            assert np.array_equal(a, b), kw
+    cases = [
+        (ValueError, r"^step=9: there is no step 9; the steps are step0_reference, ",
+         dict(step=9)),
+        (ValueError, r"^step='4.3' is rung 3 of step4_tensorcore, but rung=2$",
+         dict(step="4.3", rung=2)),
+        (ValueError, r"^step4_tensorcore: --rung 99: this step's rungs are 1 ",
+         dict(step="4.99")),
+        (TypeError, r"^step must be a name, a number or a label such as '4.3', not True$",
+         dict(step=True)),
+        (TypeError, r"^step must be a name, a number or a label such as '4.3', not 4.3$",
+         dict(step=4.3)),
+    ]
+    for kind, pattern, kw in cases:
+        with pytest.raises(kind, match=pattern) as e:
+            flashsteps.attention(q, k, v, **kw)
+        assert "\n" not in str(e.value), str(e.value)
+
+
 def test_a_failed_check_raises():
     """check=True compares with the FP64 reference: a passing step returns, a failing one raises
     RuntimeError. A correct kernel fails it where its FP32 arithmetic cannot hold the answer:
