@@ -1,26 +1,16 @@
 // Dropout on the attention probabilities with a counter-based generator, so that the reference
 // and every kernel drop exactly the same elements without sharing any state.
 //
-// Philox4x32-10 (Random123) is keyed by the 64-bit seed; its 128-bit counter is
-// (j / 4, i, h, b) and element (b, h, i, j) uses output word j % 4. One Philox call thus serves
-// four neighbouring keys. An element is kept when its 32-bit word is >= threshold, where
-// threshold = round(p * 2^32), and a kept element is scaled by 1 / (1 - p).
+// Philox4x32-10 (common/philox.h, Random123's generator) is keyed by the 64-bit seed; its 128-bit
+// counter is (j / 4, i, h, b) and element (b, h, i, j) uses output word j % 4. One Philox call
+// thus serves four neighbouring keys. An element is kept when its 32-bit word is >= threshold,
+// where threshold = round(p * 2^32), and a kept element is scaled by 1 / (1 - p).
 #pragma once
 
 #include <cstdint>
 
 #include "common/hd.h"
-
-#if defined(__CUDACC__)
-// Random123's nvcc support marks its functions __device__ only; we call them from host code too.
-#define R123_CUDA_DEVICE __host__ __device__
-#endif
-// Philox4x32 needs none of Random123's SSE types, whose intrinsics headers would add about half
-// a second to every compile that includes this file.
-#ifndef R123_USE_SSE
-#define R123_USE_SSE 0
-#endif
-#include <Random123/philox.h>
+#include "common/philox.h"
 
 namespace attn {
 
@@ -42,29 +32,26 @@ ATTN_HD Dropout make_dropout(float p, uint64_t seed) {
 }
 
 // The four Philox words for keys 4*(j/4) .. 4*(j/4)+3 of row (b, h, i).
-ATTN_HD r123::Philox4x32::ctr_type dropout_words(uint64_t seed, int b, int h, int i, int j) {
-  r123::Philox4x32 rng;
-  r123::Philox4x32::ctr_type ctr = {{static_cast<uint32_t>(j) >> 2, static_cast<uint32_t>(i),
-                                     static_cast<uint32_t>(h), static_cast<uint32_t>(b)}};
-  r123::Philox4x32::key_type key = {
-      {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
-  return rng(ctr, key);
+ATTN_HD PhiloxWords dropout_words(uint64_t seed, int b, int h, int i, int j) {
+  return philox4x32_10({{static_cast<uint32_t>(j) >> 2, static_cast<uint32_t>(i),
+                         static_cast<uint32_t>(h), static_cast<uint32_t>(b)}},
+                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
 ATTN_HD bool dropout_keep(const Dropout& d, int b, int h, int i, int j) {
   if (!d.enabled) return true;
-  const r123::Philox4x32::ctr_type w = dropout_words(d.seed, b, h, i, j);
+  const PhiloxWords w = dropout_words(d.seed, b, h, i, j);
   // Select word j % 4 without indexing the array at run time (which would put it in local memory).
-  const uint32_t x = (j & 2) ? ((j & 1) ? w[3] : w[2]) : ((j & 1) ? w[1] : w[0]);
+  const uint32_t x = (j & 2) ? ((j & 1) ? w.v[3] : w.v[2]) : ((j & 1) ? w.v[1] : w.v[0]);
   return x >= d.threshold;
 }
 
 // dropout_keep for the two keys j and j + 1 (j even) of row (b, h, i), from one Philox call.
 ATTN_HD void dropout_keep_pair(const Dropout& d, int b, int h, int i, int j, bool& keep0,
                                bool& keep1) {
-  const r123::Philox4x32::ctr_type w = dropout_words(d.seed, b, h, i, j);
-  keep0 = ((j & 2) ? w[2] : w[0]) >= d.threshold;
-  keep1 = ((j & 2) ? w[3] : w[1]) >= d.threshold;
+  const PhiloxWords w = dropout_words(d.seed, b, h, i, j);
+  keep0 = ((j & 2) ? w.v[2] : w.v[0]) >= d.threshold;
+  keep1 = ((j & 2) ? w.v[3] : w.v[1]) >= d.threshold;
 }
 
 // The factor element (b, h, i, j) of P is multiplied by: 0 if dropped, 1 / (1 - p) if kept.
