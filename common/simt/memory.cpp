@@ -121,25 +121,28 @@ std::string check_guards() {
 namespace {
 // The span whose guarded range holds some byte of [a, a + bytes), or nullptr.
 //
-// An instrumented kernel asks this of many of its loads and stores, most of them to memory it
-// asked about just before. So each OS thread remembers the last span whose guarded range held an
-// access and the last gap between spans (detail::t_device_gap) that held one, for the snapshot it
-// searched: an access wholly inside either gets the same answer without a search.
+// An instrumented kernel asks this of many of its loads and stores, and cp.async of every copy,
+// most of them to memory asked about just before. So each OS thread remembers, for the snapshot
+// it searched last, the last two spans whose guarded ranges held an access (a tile loop reads K
+// and V in turn) and the last gap between spans (detail::t_device_gap; or before the first, or
+// past the last) that held one: an access wholly inside one of them gets the same answer without
+// a search.
 const Span* span_of(uintptr_t a, size_t bytes) {
   constinit thread_local const std::vector<Span>* t_spans = nullptr;
-  constinit thread_local const Span* t_span = nullptr;
+  constinit thread_local const Span* t_last[2] = {nullptr, nullptr};  // the most recent first
   const std::vector<Span>* spans = published_spans();
   if (spans == nullptr || spans->empty()) return nullptr;
   detail::DeviceGap& gap = detail::t_device_gap;
-  if (t_spans != spans) t_spans = spans, t_span = nullptr, gap = {};
+  if (t_spans != spans) t_spans = spans, t_last[0] = t_last[1] = nullptr, gap = {};
+  for (const Span* s : t_last)
+    if (s != nullptr && a >= s->lo && a + bytes <= s->hi) return s;
   if (a >= gap.lo && a + bytes <= gap.hi) return nullptr;
-  if (t_span != nullptr && a >= t_span->lo && a + bytes <= t_span->hi) return t_span;
   // The first span starting past the access's last byte, and the one before it.
   const auto next = std::upper_bound(spans->begin(), spans->end(), a + bytes - 1,
                                      [](uintptr_t x, const Span& s) { return x < s.lo; });
   const Span* before = next == spans->begin() ? nullptr : &*std::prev(next);
   if (before != nullptr && a < before->hi) {
-    if (a >= before->lo && a + bytes <= before->hi) t_span = before;
+    if (a >= before->lo && a + bytes <= before->hi) t_last[1] = t_last[0], t_last[0] = before;
     return before;
   }
   const uintptr_t lo = before != nullptr ? before->hi : 0;

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <boost/context/fiber.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,12 +19,11 @@
 #include <vector>
 
 #include "common/simt/counters.h"
+#include "common/simt/fiber.h"
 #include "common/simt/launch.h"
 #include "common/simt/memory.h"
 
 namespace simt {
-
-namespace ctx = boost::context;
 
 namespace detail {
 
@@ -33,218 +31,9 @@ constinit thread_local ThreadIds* t_current = nullptr;
 constinit thread_local BlockExtension* t_extension = nullptr;
 constinit thread_local bool t_in_fiber = false;
 constinit thread_local uintptr_t t_stack_lo = 0, t_stack_hi = 0, t_shared_lo = 0, t_shared_hi = 0;
+constinit thread_local const ThreadIds* t_stack_of = nullptr;
 
 namespace {
-
-// ---- Fiber stacks: a process-wide pool of mmap'd stacks with a guard page below each ----------
-
-size_t stack_bytes() {
-  static const size_t bytes = [] {
-    const char* env = std::getenv("SIMT_STACK_KB");
-    const size_t kb = env ? std::strtoul(env, nullptr, 10) : 256;
-    return std::max<size_t>(kb, 64) * 1024;
-  }();
-  return bytes;
-}
-
-std::mutex g_stack_mutex;
-std::vector<ctx::stack_context> g_free_stacks;
-
-struct PooledStack {
-  ctx::stack_context allocate() {
-    {
-      std::lock_guard lock(g_stack_mutex);
-      if (!g_free_stacks.empty()) {
-        ctx::stack_context sc = g_free_stacks.back();
-        g_free_stacks.pop_back();
-        return sc;
-      }
-    }
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t total = stack_bytes() + page;
-    void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-    if (base == MAP_FAILED) throw std::bad_alloc();
-    mprotect(base, page, PROT_NONE);  // overflowing a fiber's stack faults instead of corrupting
-    // Stack colouring: stacks are page-aligned, so without an offset every fiber's hot top of
-    // stack falls in the same cache sets, and switching between 32 lanes evicts them from each
-    // other. Successive stacks start 64 * k bytes lower (k cycles through 0..63).
-    static std::atomic<unsigned> colour{0};
-    const size_t offset = 64 * (colour++ % 64);
-    ctx::stack_context sc;
-    sc.size = total - offset;
-    sc.sp = static_cast<char*>(base) + total - offset;
-    return sc;
-  }
-  void deallocate(ctx::stack_context& sc) {
-    std::lock_guard lock(g_stack_mutex);
-    g_free_stacks.push_back(sc);
-  }
-};
-
-// ---- Switching between contexts ---------------------------------------------------------------
-// A context is the scheduler (the OS thread's own stack) or one CUDA thread's fiber. Every switch
-// is symmetric: switch_context(from, to) saves the running context into `from` and resumes `to`,
-// and returns when some other context switches back to `from`.
-//
-// Two implementations of the same switch. On x86-64 ELF (Linux) a minimal one written here: it
-// saves the six callee-saved integer registers and the stack pointer, no more. Boost.Context's
-// switch also saves and restores the MXCSR and x87 control words on every switch; ldmxcsr and
-// fldcw are slow, serialising instructions, and at one switch per lane per warp collective
-// (about 50 million in one step4 launch at S=1024) perf put a sixth of the CPU backend's time in
-// Boost.Context's switch function.
-// Skipping them is sound here because no context changes the floating-point environment (the
-// emulations and kernels run in the default rounding mode throughout). Elsewhere (arm64, macOS)
-// and with SIMT_FIBER=boost, Boost.Context's fibers, switched with resume_with (an ontop call
-// that keeps the return-stack buffer balanced, unlike a plain resume).
-#if defined(__x86_64__) && defined(__ELF__)
-#define SIMT_ASM_SWITCH 1
-extern "C" void simt_switch_context(void** save_sp, void* load_sp);
-extern "C" void simt_context_entry();
-// simt_switch_context: pushes rbp, rbx, r12-r15, stores rsp in *save_sp (rdi), loads load_sp
-// (rsi) and pops the same registers of the context saved there, then returns into it.
-// simt_context_entry: where a new context's first switch returns to: calls rbx(r12, r13)
-// (asm_context_main and its arguments, placed in the new stack's saved registers), which never
-// returns.
-asm(R"(
-  .text
-  .p2align 4
-  .globl simt_switch_context
-  .hidden simt_switch_context
-  .type simt_switch_context, @function
-simt_switch_context:
-  .cfi_startproc
-  pushq %rbp
-  .cfi_adjust_cfa_offset 8
-  pushq %rbx
-  .cfi_adjust_cfa_offset 8
-  pushq %r12
-  .cfi_adjust_cfa_offset 8
-  pushq %r13
-  .cfi_adjust_cfa_offset 8
-  pushq %r14
-  .cfi_adjust_cfa_offset 8
-  pushq %r15
-  .cfi_adjust_cfa_offset 8
-  movq %rsp, (%rdi)
-  movq %rsi, %rsp
-  popq %r15
-  .cfi_adjust_cfa_offset -8
-  popq %r14
-  .cfi_adjust_cfa_offset -8
-  popq %r13
-  .cfi_adjust_cfa_offset -8
-  popq %r12
-  .cfi_adjust_cfa_offset -8
-  popq %rbx
-  .cfi_adjust_cfa_offset -8
-  popq %rbp
-  .cfi_adjust_cfa_offset -8
-  ret
-  .cfi_endproc
-  .size simt_switch_context, .-simt_switch_context
-
-  .p2align 4
-  .globl simt_context_entry
-  .hidden simt_context_entry
-  .type simt_context_entry, @function
-simt_context_entry:
-  .cfi_startproc
-  .cfi_undefined rip
-  movq %r12, %rdi
-  movq %r13, %rsi
-  callq *%rbx
-  ud2
-  .cfi_endproc
-  .size simt_context_entry, .-simt_context_entry
-)");
-#endif
-
-// Whether this process switches with simt_switch_context (false: Boost.Context). Decided once,
-// before main, so that a switch reads a plain flag.
-#ifdef SIMT_ASM_SWITCH
-const bool g_asm_switch = [] {
-  const char* env = std::getenv("SIMT_FIBER");
-  return !(env && std::strcmp(env, "boost") == 0);
-}();
-#endif
-inline bool asm_switch() {
-#ifdef SIMT_ASM_SWITCH
-  return g_asm_switch;
-#else
-  return false;
-#endif
-}
-
-struct Context {
-  void* sp = nullptr;  // simt_switch_context: the saved stack pointer
-  ctx::fiber fiber;    // Boost.Context: the suspended fiber
-};
-
-[[gnu::always_inline]] inline void switch_context(Context& from, Context& to) {
-#ifdef SIMT_ASM_SWITCH
-  if (asm_switch()) {
-    simt_switch_context(&from.sp, to.sp);
-    return;
-  }
-#endif
-  Context* save = &from;
-  // Whoever resumes `from` later does so through this same function: the fiber it returns is the
-  // empty one its lambda returns.
-  (void)std::move(to.fiber).resume_with([save](ctx::fiber&& f) -> ctx::fiber {
-    save->fiber = std::move(f);
-    return {};
-  });
-}
-
-// What a context runs: returns the context to switch to when it has finished (after which it
-// is never resumed).
-using ContextEntry = Context& (*)(void* arg);
-
-#ifdef SIMT_ASM_SWITCH
-[[noreturn]] void asm_context_main(void* arg, ContextEntry entry) {
-  Context& next = entry(arg);
-  void* finished;
-  simt_switch_context(&finished, next.sp);
-  __builtin_trap();  // never resumed
-}
-#endif
-
-// Prepares `c` to run entry(arg) on a stack of its own when first switched to; with
-// simt_switch_context, that stack is `stack`, to be given back by free_context.
-void make_context(Context& c, ctx::stack_context& stack, ContextEntry entry, void* arg) {
-#ifdef SIMT_ASM_SWITCH
-  if (asm_switch()) {
-    stack = PooledStack{}.allocate();
-    // The frame simt_switch_context pops: r15 = 0, r14 = 0, r13 = entry, r12 = arg,
-    // rbx = asm_context_main, rbp = 0, then the return address simt_context_entry, after which
-    // rsp is 16-byte aligned for its call.
-    auto* top = static_cast<uintptr_t*>(stack.sp);
-    uintptr_t* frame = top - 9;
-    frame[0] = frame[1] = 0;
-    frame[2] = reinterpret_cast<uintptr_t>(entry);
-    frame[3] = reinterpret_cast<uintptr_t>(arg);
-    frame[4] = reinterpret_cast<uintptr_t>(&asm_context_main);
-    frame[5] = 0;
-    frame[6] = reinterpret_cast<uintptr_t>(&simt_context_entry);
-    frame[7] = frame[8] = 0;
-    c.sp = frame;
-    return;
-  }
-#endif
-  c.fiber = ctx::fiber(std::allocator_arg, PooledStack{}, [entry, arg](ctx::fiber&&) -> ctx::fiber {
-    return std::move(entry(arg).fiber);
-  });
-}
-
-// Gives back the stack of a context that finished (or never ran). Boost.Context frees a finished
-// fiber's stack itself; destroying one that never ran unwinds nothing.
-void free_context(Context& c, ctx::stack_context& stack) {
-  if (stack.sp != nullptr) PooledStack{}.deallocate(stack);
-  stack = {};
-  c.sp = nullptr;
-  c.fiber = {};
-}
 
 // Thrown into a suspended CUDA thread to unwind its stack when its block ends early (another
 // thread failed); its entry function catches it.
@@ -369,8 +158,6 @@ thread_local Thread* t_thread = nullptr;
 void set_current(Thread& t) {
   t_current = &t.ids;
   t_thread = &t;
-  t_stack_hi = reinterpret_cast<uintptr_t>(t.stack.sp);
-  t_stack_lo = t_stack_hi - t.stack.size;
 }
 // What a collective's compute function reads as the input of a lane that gives none, and where it
 // writes the output of a lane that takes none (see LaneSlot).
@@ -516,7 +303,6 @@ int next_to_run(Block& blk, const Thread& t) {
     if (blk.round_pos < blk.round.size()) {
       const int after = blk.round[blk.round_pos];
       __builtin_prefetch(&blk.threads[after]);
-      __builtin_prefetch(&blk.threads[after].stack);  // set_current reads its bounds
       const char* sp = static_cast<const char*>(blk.contexts[after].sp);
       for (int i = 0; i < 6; ++i) __builtin_prefetch(sp + 64 * i);
     }
@@ -1151,6 +937,12 @@ void mark_visible(int warp, uint32_t lanes) {
     const int tid = warp * 32 + std::countr_zero(lanes);
     if (tid < blk.nthreads) ++blk.threads[tid].ids.visible_epoch;
   }
+}
+
+void refresh_stack_bounds() {
+  t_stack_of = t_current;
+  t_stack_hi = reinterpret_cast<uintptr_t>(t_thread->stack.sp);
+  t_stack_lo = t_stack_hi - t_thread->stack.size;
 }
 
 void track_stores() {

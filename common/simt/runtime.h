@@ -129,11 +129,15 @@ void wait_until(bool (*ready)(void*), void* arg, const char* what, const simt::w
 // Kernels compiled with ATTN_INSTRUMENT's flags call the backend on every load and store; these
 // are the parts of that check that need the block's state.
 
-// While a kernel fiber runs on this OS thread: t_in_fiber, the bounds [lo, hi) of that fiber's
-// stack (empty with Boost.Context fibers, whose stacks Boost keeps), and of its block's shared
-// memory storage (shared_access). Read inline by the checks' fast path (checks.cpp).
+// While a kernel fiber runs on this OS thread: t_in_fiber, and the bounds [lo, hi) of its block's
+// shared memory storage (shared_access) and of the stack of the thread t_stack_of (empty with
+// Boost.Context fibers, whose stacks Boost keeps): the checks' fast path (checks.cpp) reads them
+// inline, and refresh_stack_bounds() moves the stack's to the running thread when it reads them
+// first after a switch (so that a switch of an uninstrumented kernel pays nothing for them).
 extern thread_local constinit bool t_in_fiber;
 extern thread_local constinit uintptr_t t_stack_lo, t_stack_hi, t_shared_lo, t_shared_hi;
+extern thread_local constinit const ThreadIds* t_stack_of;
+void refresh_stack_bounds();
 
 // True while a kernel fiber runs on this OS thread.
 inline bool in_kernel() {
@@ -141,11 +145,14 @@ inline bool in_kernel() {
 }
 // Whether [a, a + bytes) lies on the running fiber's own stack; touches its block's shared memory.
 inline bool on_own_stack(uintptr_t a, size_t bytes) {
+  if (t_stack_of != t_current) [[unlikely]]
+    refresh_stack_bounds();
   return a >= t_stack_lo && a + bytes <= t_stack_hi;
 }
 inline bool touches_shared(uintptr_t a, size_t bytes) {
   return a + bytes > t_shared_lo && a < t_shared_hi;
 }
+
 // The calling thread's stores so far become visible to the other lanes of its warp.
 void mark_visible();
 void mark_visible(int warp, uint32_t lanes);
