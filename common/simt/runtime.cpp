@@ -558,6 +558,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
     t.tid = tid;
     make_context(blk.contexts[tid], t.stack, thread_main, &t);
   }
+  t_stack_of = nullptr;  // the threads may have other stacks than in the last block
 
   std::mt19937_64 rng(L.schedule.seed * 0x9E3779B97F4A7C15ull + linear_block);
   std::vector<int>& order = blk.round;
