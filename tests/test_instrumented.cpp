@@ -12,6 +12,7 @@
 #include "common/harness.h"
 #include "common/kernel.h"
 #include "common/ptx.h"
+#include "common/simt/memory.h"
 #include "common/simt/ptx.h"
 #include "tests/matrix.h"
 #include "tests/simt_buffer.h"
@@ -370,6 +371,24 @@ TEST_CASE("instrumented: a global read before its buffer is reported", "[instrum
                         Catch::Contains("out-of-bounds read: 4-byte access at byte -4 of buffer "
                                         "'in' (128 bytes): 4 bytes before its start") &&
                         Catch::Contains("at tests/instrumented_kernels.cpp:"));
+}
+
+TEST_CASE(
+    "instrumented: what the checks knew of memory outside every buffer ends with a new buffer",
+    "[instrumented]") {
+  // The checks pass an access inline when it falls in the gap between buffers that a lookup of
+  // this OS thread found last (simt::in_device_gap); an allocation or a free makes a new snapshot
+  // of the buffers, and the gap must be looked up again: a new buffer may lie in it.
+  attn_test::DeviceBuf<float> a(32, "a");
+  std::vector<float> host(64);
+  const auto at = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+  CHECK(simt::device_access_ok(host.data(), 4));  // outside every buffer: its gap is remembered
+  CHECK(simt::in_device_gap(at(host.data()), 4));
+  attn_test::DeviceBuf<float> b(32, "b");
+  CHECK_FALSE(simt::in_device_gap(at(host.data()), 4));
+  CHECK_FALSE(simt::device_access_ok(b.ptr - 1, 4));  // b's guard zone, wherever b landed
+  CHECK(simt::device_access_ok(host.data(), 4));
+  CHECK(simt::in_device_gap(at(host.data()), 4));
 }
 
 TEST_CASE("instrumented: atomics work", "[instrumented]") {
