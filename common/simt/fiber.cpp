@@ -67,7 +67,6 @@ struct PooledStack {
 }  // namespace
 
 #ifdef SIMT_ASM_SWITCH
-// simt_context_entry: where a new context's first switch returns to (make_context).
 extern "C" void simt_context_entry();
 // simt_switch_context: pushes rbp, rbx, r12-r15, stores rsp in *save_sp (rdi), loads load_sp
 // (rsi) and pops the same registers of the context saved there, then returns into it.
@@ -131,19 +130,18 @@ const bool g_asm_switch = [] {
   const char* env = std::getenv("SIMT_FIBER");
   return !(env && std::strcmp(env, "boost") == 0);
 }();
-#endif
 
 namespace {
-#ifdef SIMT_ASM_SWITCH
+// What simt_context_entry calls on a new context's stack: runs entry(arg), then switches to the
+// context it returns, never to come back.
 [[noreturn]] void asm_context_main(void* arg, ContextEntry entry) {
   Context& next = entry(arg);
   void* finished;
   simt_switch_context(&finished, next.sp);
   __builtin_trap();  // never resumed
 }
-#endif
-
 }  // namespace
+#endif
 
 void make_context(Context& c, ctx::stack_context& stack, ContextEntry entry, void* arg) {
 #ifdef SIMT_ASM_SWITCH
