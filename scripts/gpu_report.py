@@ -336,6 +336,64 @@ def timing_section(rows, peaks):
     return "\n\n".join(out)
 
 
+# How Nsight Compute counts what the CPU backend counts apart, each rule read off a GPU run's
+# counters (docs/results/, where ncu's own figure equals the sum exactly): the CPU figure it is set
+# beside is the sum of these counters, each times its factor, and the note says why.
+AS_NCU_COUNTS = {
+    # An ncu without the LDGSTS metrics counts cp.async among the global loads.
+    "gld_requests": ([("gld_requests", 1), ("ldgsts_requests", 1)], "ldgsts_requests",
+                     "ncu counts cp.async (LDGSTS) among global loads"),
+    "gld_sectors": ([("gld_sectors", 1), ("ldgsts_sectors", 1)], "ldgsts_sectors",
+                    "ncu counts cp.async (LDGSTS) among global loads"),
+    # An ncu without the LDSM metrics counts ldmatrix among the shared loads.
+    "lds_wavefronts": ([("lds_wavefronts", 1), ("ldsm_wavefronts", 1)], "ldsm_wavefronts",
+                       "ncu counts ldmatrix (LDSM) among shared loads"),
+    "lds_conflicts": ([("lds_conflicts", 1), ("ldsm_conflicts", 1)], "ldsm_conflicts",
+                      "ncu counts ldmatrix (LDSM) among shared loads"),
+    # A wgmma is one instruction of a warpgroup, which each of its 4 warps issues; ncu counts warps.
+    "wgmma": ([("wgmma", 4)], None, "ncu counts each of the warpgroup's 4 warps"),
+    # The tensor pipe's HMMA metric counts those warps' HGMMA too.
+    "mma": ([("mma", 1), ("wgmma", 4)], None, ""),
+}
+
+
+def as_ncu_counts(rows):
+    """counters.csv's rows of one kernel, with the CPU figure each ncu metric measures: [counter,
+    cpu, cpu as ncu counts it (a string showing the sum), ncu, note]."""
+    by = {r["counter"]: r for r in rows}
+    out = []
+    for r in rows:
+        name, cpu, ncu, note = r["counter"], r["cpu"], r["ncu"], r["note"] or ""
+        if name == "gpu_time_ns" or (cpu in ("", "0") and ncu in ("", "0")):
+            continue
+        shown, compared = cpu or "-", float(cpu) if cpu else None
+        into = [k for k, (ps, m, _) in AS_NCU_COUNTS.items() if m == name and k in by]
+        if into and not ncu and note == "this ncu has no such metric":
+            note = f"this ncu has no such metric: it counts these in {into[0]}"
+        parts, needs_missing, why = AS_NCU_COUNTS.get(name, ([], None, ""))
+        missing = needs_missing is None or (needs_missing in by and not by[needs_missing]["ncu"])
+        terms = [(c, f, by[c]["cpu"]) for c, f in parts if c in by and by[c]["cpu"] not in ("", "0")]
+        if ncu and parts and missing and [c for c, _, _ in terms] not in ([], [name]) \
+                or (name == "wgmma" and terms):
+            compared = sum(f * float(v) for _, f, v in terms)
+            shown = f"{compared:.0f} (" + " + ".join(f"{c} {v}" + (f" x {f}" if f != 1 else "")
+                                                      for c, f, v in terms) + ")"
+            note = "; ".join(x for x in (note, why or "ncu's HMMA count includes HGMMA") if x)
+        if ncu and compared is not None and float(ncu) != compared:
+            if name == "mma" and float(ncu) > compared:
+                note = "; ".join(x for x in (note, "ptxas's HFMA2.MMA (register moves it runs on "
+                                             "the tensor pipe) are in ncu's count") if x)
+            elif name == "lds_wavefronts" and float(ncu) < compared:
+                note = "; ".join(x for x in (note, "nvcc merged the source's adjacent loads into "
+                                             "wider ones (LDS.64); the CPU counts the source's") if x)
+            elif name == "dram_bytes_min" and float(ncu) < compared:
+                note = "; ".join(x for x in (note, "writes still in L2 when the kernel ended are "
+                                             "not yet DRAM bytes") if x)
+        ratio = f"{float(ncu) / compared:.2f}" if ncu and compared else "-"
+        out.append([name, shown, ncu or "-", ratio, note])
+    return out
+
+
 def counters_section(rows):
     if not rows:
         return "No counters table (the stage did not run)."
@@ -344,18 +402,17 @@ def counters_section(rows):
         return ("Nsight Compute measured nothing (" + "; ".join(notes) + "): the CPU backend's "
                 "counts alone are in counters.csv.")
     out = []
-    for r in rows:
-        if r["counter"] == "gpu_time_ns" or (r["cpu"] in ("", "0") and r["ncu"] in ("", "0")):
-            continue
-        ratio = (f"{float(r['ncu']) / float(r['cpu']):.2f}"
-                 if r["cpu"] and r["ncu"] and float(r["cpu"]) > 0 else "-")
-        out.append([r["kernel"], r["counter"], r["cpu"] or "-", r["ncu"] or "-", ratio,
-                    r["note"] or ""])
+    kernels = list(dict.fromkeys(r["kernel"] for r in rows if r["shape"] == NCU_SHAPE))
+    for k in kernels:
+        out += [[k] + row for row in
+                as_ncu_counts([r for r in rows if r["kernel"] == k and r["shape"] == NCU_SHAPE])]
     times = [[r["kernel"], r["shape"], f"{float(r['ncu']) / 1e3:.3g}" if r["ncu"] else "-",
               r["note"] if not r["ncu"] else ""] for r in rows if r["counter"] == "gpu_time_ns"]
-    return (f"Shape `{NCU_SHAPE}`; CPU: the counted copy on the CPU backend (--counters), ncu: "
-            "Nsight Compute's metrics named in counters.csv, summed over the run's launches. "
-            "`dram_bytes_min` is a lower bound: ncu's DRAM bytes may exceed it.\n\n"
+    return (f"Shape `{NCU_SHAPE}`; CPU: the counted copy on the CPU backend (--counters), as "
+            "Nsight Compute counts it where the two count apart (the sum shown, and why in the "
+            "note); ncu: Nsight Compute's metrics named in counters.csv, summed over the run's "
+            "launches. `dram_bytes_min` is a lower bound on what the kernel reads and writes: ncu's "
+            "DRAM bytes may exceed it.\n\n"
             + table(["kernel", "counter", "CPU", "ncu", "ncu / CPU", "note"], out)
             + "\n\nEach kernel's time alone (`gpu__time_duration`, one run, caches flushed, "
             "clocks as found), beside the timings' back-to-back figures, which include what the "

@@ -5,7 +5,8 @@
 #   scripts/gpu_run.sh BUNDLE OUTDIR [--budget 480] [--rehearse]
 #
 # Stages, in this order, each with its own time limit (printed first; a stage that overruns is
-# stopped, recorded as such, and the next one runs):
+# stopped, recorded as such, and the next one runs; what a stage leaves of its limit goes to the
+# next):
 #   a. correctness: every kernel over the test matrix and the tile-boundary shapes, fresh random
 #      inputs, outputs poisoned before each run, against the FP64 reference (attn_suite check);
 #   b. compute-sanitizer memcheck, racecheck, synccheck and initcheck at two small shapes: the
@@ -30,7 +31,7 @@ while (($#)); do
   case "$1" in
     --budget) budget=${2:-}; shift 2 || fail "$usage" ;;
     --rehearse) rehearse=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) fail "unknown option $1 ($usage)" ;;
     *) if [[ -z $bundle ]]; then bundle=$1; elif [[ -z $out ]]; then out=$1; else fail "$usage"; fi
        shift ;;
@@ -66,14 +67,16 @@ export PYTHONUNBUFFERED=1
 suite_libs="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 suite=$work/attn_suite
 
-# The stages' limits, in seconds: shares of the budget that add up to it.
+# The stages' limits, in seconds: shares of the budget that add up to it (each grows by what the
+# stages before it left unused).
 limit_a=$((budget * 15 / 100)) limit_b=$((budget * 30 / 100)) limit_c=$((budget * 35 / 100))
 limit_d=$((budget - limit_a - limit_b - limit_c))
 echo "gpu_run: $(sed -n 's/^commit: //p' "$bundle/MANIFEST"), GPU code for" \
   "$(sed -n 's/^arch: //p' "$bundle/MANIFEST"); $( ((rehearse)) && echo "REHEARSAL, no GPU" ||
   nvidia-smi -L | head -1)"
 echo "gpu_run: stage limits: a. correctness $limit_a s, b. sanitizers $limit_b s," \
-  "c. timings $limit_c s, d. Nsight Compute $limit_d s: $((limit_a + limit_b + limit_c + limit_d)) s"
+  "c. timings $limit_c s, d. Nsight Compute $limit_d s: $((limit_a + limit_b + limit_c + limit_d)) s" \
+  "(what a stage leaves unused goes to the next)"
 cp "$bundle/MANIFEST" "$work/manifest.txt"
 gpu_state() {  # the GPU as found: name, driver, clocks, power, temperature
   ((rehearse)) && return 0
@@ -100,9 +103,11 @@ for tool in compute-sanitizer ncu; do
 done
 
 status=0
-# stage NAME LIMIT COMMAND...: runs COMMAND for at most LIMIT seconds, records how it ended.
+# stage NAME LIMIT COMMAND...: runs COMMAND for at most LIMIT seconds, records how it ended, and
+# keeps what it left of LIMIT in spare: the callers add it to the next stage's share.
+spare=0
 stage() {
-  local name=$1 limit=$2 start rc verdict
+  local name=$1 limit=$2 start took rc verdict
   shift 2
   echo "== $name (limit ${limit} s)"
   start=$SECONDS
@@ -115,9 +120,11 @@ stage() {
     124 | 137) verdict="stopped at its limit"; status=1 ;;
     *) verdict="failed (exit $rc)"; status=1 ;;
   esac
-  echo "== $name: $verdict after $((SECONDS - start)) s"
+  took=$((SECONDS - start))
+  spare=$((limit > took ? limit - took : 0))
+  echo "== $name: $verdict after $took s"
   printf '{"name": "%s", "limit_s": %d, "took_s": %d, "status": "%s"}\n' "$name" "$limit" \
-    $((SECONDS - start)) "$verdict" >>"$work/stages.jsonl"
+    "$took" "$verdict" >>"$work/stages.jsonl"
 }
 skipped() {  # skipped NAME LIMIT: a stage that needs a GPU, in a rehearsal
   echo "== $1: skipped: no GPU"
@@ -161,6 +168,7 @@ if ((rehearse)); then
     printf '### %s\nskipped: no GPU\n' "$tool" >>"$out/sanitize.txt"
   done
 else
+  limit_b=$((limit_b + spare))
   stage "b. compute-sanitizer" "$limit_b" sanitize "$limit_b"
 fi
 
@@ -168,7 +176,7 @@ fi
 "$py" "$bundle/scripts/gpu_report.py" shapes ladder >"$work/ladder.txt"
 "$py" "$bundle/scripts/gpu_report.py" shapes fa >"$work/fa.txt"
 timings() {  # exit status: 1 if a part failed, else 3 if one ran out of its budget, else 0
-  local l=$1 commit worst=0 rc
+  local l=$1 t0=$SECONDS commit worst=0 rc
   commit=$(sed -n 's/^commit: //p' "$bundle/MANIFEST")
   note() { rc=$?; ((rc == 3 && worst == 0)) && worst=3; ((rc != 0 && rc != 3)) && worst=1; true; }
   "$suite" peaks --csv "$work/peaks.csv"
@@ -180,8 +188,10 @@ timings() {  # exit status: 1 if a part failed, else 3 if one ran out of its bud
     --backends flash,efficient,cudnn --suite "$suite" --commit "$commit" \
     --budget $((l * 25 / 100)) --require-gpu --out "$out/timings.csv"
   note
+  # The grid: what the stage has left, less 10 s for the last (kernel, shape) pair to finish.
   "$suite" time --shapes "$work/fa.txt" --kernels steps,baseline --csv "$out/timings.csv" \
-    --budget $((l * 30 / 100)) --hang 20 --tuned-table "$tuned"
+    --budget $((l - (SECONDS - t0) - 10 > 1 ? l - (SECONDS - t0) - 10 : 1)) --hang 20 \
+    --tuned-table "$tuned"
   note
   return $worst
 }
@@ -193,6 +203,7 @@ else
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
     --format=csv,noheader -lms 1000 >"$work/nvidia-smi-during.csv" 2>/dev/null &
   sampler=$!
+  limit_c=$((limit_c + spare))
   stage "c. timings" "$limit_c" timings "$limit_c"
   kill "$sampler" 2>/dev/null
   gpu_state nvidia-smi-after.csv
@@ -206,6 +217,7 @@ if ((rehearse)); then
     --suite "$suite" --rehearse
   skipped "d. Nsight Compute" "$limit_d"
 else
+  limit_d=$((limit_d + spare))
   stage "d. Nsight Compute" "$limit_d" "$py" "$bundle/scripts/gpu_report.py" ncu "$bundle" \
     "$out/counters.csv" --budget $((limit_d * 9 / 10)) --suite "$suite"
 fi
