@@ -6,6 +6,7 @@ Nsight Compute stage and its table beside the CPU backend's counts, and the repo
     gpu_report.py ncu BUNDLE OUT.csv --budget S --suite ATTN_SUITE [--rehearse]
     gpu_report.py summary BUNDLE OUTDIR WORKDIR          README.md, run.json, chart.png
     gpu_report.py readme README.md [RESULTS_DIR ...]     the README's GPU results block
+    gpu_report.py chapters RESULTS_DIR [--check]         each chapter's GPU table (<!-- gpu -->)
 
 It runs with the GPU machine's own Python: the standard library, and matplotlib for the chart
 where it is installed (the chart is left out, with a note, where it is not).
@@ -372,7 +373,8 @@ def as_ncu_counts(rows):
             note = f"this ncu has no such metric: it counts these in {into[0]}"
         parts, needs_missing, why = AS_NCU_COUNTS.get(name, ([], None, ""))
         missing = needs_missing is None or (needs_missing in by and not by[needs_missing]["ncu"])
-        terms = [(c, f, by[c]["cpu"]) for c, f in parts if c in by and by[c]["cpu"] not in ("", "0")]
+        terms = [(c, f, by[c]["cpu"]) for c, f in parts
+                 if c in by and by[c]["cpu"] not in ("", "0")]
         if ncu and parts and missing and [c for c, _, _ in terms] not in ([], [name]) \
                 or (name == "wgmma" and terms):
             compared = sum(f * float(v) for _, f, v in terms)
@@ -384,8 +386,14 @@ def as_ncu_counts(rows):
                 note = "; ".join(x for x in (note, "ptxas's HFMA2.MMA (register moves it runs on "
                                              "the tensor pipe) are in ncu's count") if x)
             elif name == "lds_wavefronts" and float(ncu) < compared:
-                note = "; ".join(x for x in (note, "nvcc merged the source's adjacent loads into "
-                                             "wider ones (LDS.64); the CPU counts the source's") if x)
+                why_less = ("nvcc merged the source's adjacent loads into wider ones (LDS.64); "
+                            "the CPU counts the source's")
+                note = "; ".join(x for x in (note, why_less) if x)
+            elif name == "lds_conflicts" and float(ncu) > compared and \
+                    float(ncu) < 1e-3 * float(by.get("lds_wavefronts", {}).get("ncu") or "inf"):
+                why_more = ("a handful beside the wavefronts, another handful in the next run: "
+                            "the L1's arbitration with other traffic, not the access pattern")
+                note = "; ".join(x for x in (note, why_more) if x)
             elif name == "dram_bytes_min" and float(ncu) < compared:
                 note = "; ".join(x for x in (note, "writes still in L2 when the kernel ended are "
                                              "not yet DRAM bytes") if x)
@@ -411,8 +419,8 @@ def counters_section(rows):
     return (f"Shape `{NCU_SHAPE}`; CPU: the counted copy on the CPU backend (--counters), as "
             "Nsight Compute counts it where the two count apart (the sum shown, and why in the "
             "note); ncu: Nsight Compute's metrics named in counters.csv, summed over the run's "
-            "launches. `dram_bytes_min` is a lower bound on what the kernel reads and writes: ncu's "
-            "DRAM bytes may exceed it.\n\n"
+            "launches. `dram_bytes_min` is a lower bound on what the kernel reads and writes: "
+            "ncu's DRAM bytes may exceed it.\n\n"
             + table(["kernel", "counter", "CPU", "ncu", "ncu / CPU", "note"], out)
             + "\n\nEach kernel's time alone (`gpu__time_duration`, one run, caches flushed, "
             "clocks as found), beside the timings' back-to-back figures, which include what the "
@@ -587,6 +595,85 @@ def readme(path, dirs, allow_rehearsal):
     return 0
 
 
+# ---- the chapters --------------------------------------------------------------------------------
+
+# What a chapter's GPU table sets beside its step's kernels, measured in the same run.
+REFERENCES = ["torch_sdpa_flash", "torch_sdpa_cudnn", "baseline_cublas"]
+
+
+def chapter_rows(step):
+    """(label, timings.csv step, config or None) for a chapter: the step before it, then its rungs
+    in course order (the step's own kernel last), or the step alone."""
+    ladders = _script("ladders")
+    before = _script("counters_table").CHAPTERS[step][0][:-1]
+    if step not in ladders.LADDERS:
+        return [(k, k, None) for k in before + [step]]
+    names = [r for r, _ in ladders.LADDERS[step]]
+    start = f"{step}[sm80]" if step in ladders.VARIANT else before[-1]
+    return [(start, start, None)] + [(f"{ladders.label(step, i)} {rung}",
+                                      ladders.run_name(step, rung), None)
+                                     for i, rung in enumerate(names)]
+
+
+def chapter_table(step, run, rows):
+    """The chapter's kernels at the ladder's shapes, TFLOPS and time, beside SDPA and cuBLAS."""
+    ladder = [r for r in rows if is_ladder(r)]
+    shapes_seen = list(dict.fromkeys(shape_of(r) for r in ladder))
+    by = {}
+    for r in ladder:  # a tuned step runs several tile configurations: the table shows the fastest
+        key = (shape_of(r), r["step"])
+        if key not in by or float(r["time_ms"]) < float(by[key]["time_ms"]):
+            by[key] = r
+    kernels = chapter_rows(step) + [(k, k, None) for k in REFERENCES]
+    out = []
+    for label, name, _ in kernels:
+        cells = []
+        for sh in shapes_seen:
+            r = by.get((sh, name))
+            cells += ([f"{1e3 * float(r['time_ms']):.4g}" + (f" ({r['config']})" if r["config"]
+                                                                else ""),
+                       f"{float(r['tflops']):.1f}"] if r else ["-", "-"])
+        if any(c != "-" for c in cells):
+            out.append([label] + cells)
+    head = ["kernel"] + [f"{h}, {sh}" for sh in shapes_seen for h in ("us (tiles)", "TFLOPS")]
+    return (f"Generated by `scripts/gpu_report.py chapters` from a GPU run "
+            f"([docs/results/{run['dir']}](../docs/results/{run['dir']}/README.md)): "
+            f"{run['title']}; {run['date']}. Measured with CUDA events (the median of 20 runs "
+            "after 2 warm-up ones), SDPA's backends and cuBLAS in the same run; do not edit by "
+            "hand.\n\n" + table(head, out))
+
+
+def chapters(results, check):
+    """Writes (or with check, compares) every step chapter's <!-- gpu:begin --> block."""
+    try:
+        with open(os.path.join(results, "run.json")) as f:
+            run = json.load(f)
+    except (OSError, ValueError) as e:
+        refuse(f"{results}: not a GPU run's results ({e})")
+    if run["rehearsal"]:
+        refuse(f"{results}: a rehearsal's results, not a GPU's (no GPU ran them)")
+    run["dir"] = os.path.basename(os.path.normpath(results))
+    rows = read_csv(os.path.join(results, "timings.csv"))
+    root = os.path.dirname(HERE)
+    stale = []
+    for step in _script("counters_table").CHAPTERS:
+        path = os.path.join(root, step, "README.md")
+        with open(path) as f:
+            text = f.read()
+        new = markers.replaced(text, "gpu", chapter_table(step, run, rows), path)
+        if new != text and check:
+            stale.append(os.path.relpath(path, root))
+        elif new != text:
+            with open(path, "w") as f:
+                f.write(new)
+            print(f"gpu_report: rewrote {os.path.relpath(path, root)}")
+    if stale:
+        print("gpu_report: out of date (not what " + results + " measured): " + ", ".join(stale)
+              + f"; run scripts/gpu_report.py chapters {results}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv):
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
         print(__doc__)
@@ -602,6 +689,8 @@ def main(argv):
     if cmd == "readme" and rest:
         allow = "--allow-rehearsal" in rest
         return readme(rest[0], [r for r in rest[1:] if r != "--allow-rehearsal"], allow)
+    if cmd == "chapters" and rest and len([r for r in rest if r != "--check"]) == 1:
+        return chapters([r for r in rest if r != "--check"][0], "--check" in rest)
     refuse(f"{' '.join(argv[1:])}: see --help for the commands")
 
 

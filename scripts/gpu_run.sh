@@ -75,8 +75,8 @@ echo "gpu_run: $(sed -n 's/^commit: //p' "$bundle/MANIFEST"), GPU code for" \
   "$(sed -n 's/^arch: //p' "$bundle/MANIFEST"); $( ((rehearse)) && echo "REHEARSAL, no GPU" ||
   nvidia-smi -L | head -1)"
 echo "gpu_run: stage limits: a. correctness $limit_a s, b. sanitizers $limit_b s," \
-  "c. timings $limit_c s, d. Nsight Compute $limit_d s: $((limit_a + limit_b + limit_c + limit_d)) s" \
-  "(what a stage leaves unused goes to the next)"
+  "c. timings $limit_c s, d. Nsight Compute $limit_d s:" \
+  "$((limit_a + limit_b + limit_c + limit_d)) s (what a stage leaves unused goes to the next)"
 cp "$bundle/MANIFEST" "$work/manifest.txt"
 gpu_state() {  # the GPU as found: name, driver, clocks, power, temperature
   ((rehearse)) && return 0

@@ -237,6 +237,47 @@ class GpuRun(unittest.TestCase):
                          {"launches": 2, "dram__bytes_read.sum": 30, "dram__bytes_write.sum": 3})
         self.assertIsNone(gpu_report.parse_ncu("==ERROR== Failed to find metric x.sum"))
 
+    def test_counts_are_set_beside_ncu_as_ncu_counts_them(self):
+        # One kernel's rows of counters.csv, as an ncu without the LDGSTS and LDSM metrics left them
+        rows = [{"kernel": "k", "shape": gpu_report.NCU_SHAPE, "counter": c, "cpu": cpu, "ncu": ncu,
+                 "note": "" if ncu else "this ncu has no such metric"}
+                for c, cpu, ncu in [("gld_requests", "10", "330"), ("ldgsts_requests", "320", ""),
+                                    ("lds_wavefronts", "100", "4452"), ("ldsm_wavefronts", "4352", ""),
+                                    ("mma", "2048", "2496"), ("wgmma", "112", "448"),
+                                    ("dram_bytes_min", "1000", "900")]]
+        got = {r[0]: r for r in gpu_report.as_ncu_counts(rows)}
+        self.assertEqual(got["gld_requests"][1:4], ["330 (gld_requests 10 + ldgsts_requests 320)",
+                                                   "330", "1.00"])
+        self.assertIn("it counts these in gld_requests", got["ldgsts_requests"][4])
+        self.assertEqual(got["lds_wavefronts"][3], "1.00")
+        self.assertEqual(got["wgmma"][1:4], ["448 (wgmma 112 x 4)", "448", "1.00"])
+        self.assertEqual(got["mma"][1], "2496 (mma 2048 + wgmma 112 x 4)")
+        self.assertIn("HGMMA", got["mma"][4])
+        self.assertIn("not yet DRAM bytes", got["dram_bytes_min"][4])
+        # Where ncu has the LDGSTS metric, global loads are compared alone, with no note
+        rows[1]["ncu"], rows[1]["note"] = "320", ""
+        self.assertEqual(gpu_report.as_ncu_counts(rows)[0], ["gld_requests", "10", "330", "33.00", ""])
+
+    def test_the_chapters_show_the_committed_gpu_run(self):
+        results = ROOT / "docs" / "results" / "h200"
+        tool = [sys.executable, ROOT / "scripts" / "gpu_report.py", "chapters"]
+        r = run(*tool, results, "--check")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # A run that measured otherwise is not what the chapters show
+        other = self.tmp / "h200"
+        shutil.copytree(results, other)
+        lines = (other / "timings.csv").read_text().splitlines(keepends=True)
+        rows = list(csv.DictReader(lines))
+        first = next(i for i, row in enumerate(rows) if row["step"] == "step4_tensorcore[pv]")
+        fields = lines[first + 1].split(",")
+        fields[16] = str(2 * float(fields[16]))  # time_ms
+        lines[first + 1] = ",".join(fields)
+        (other / "timings.csv").write_text("".join(lines))
+        r = run(*tool, other, "--check")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("step4_tensorcore/README.md", r.stderr)
+        self.assert_refused(run(*tool, self.tmp / "nothing"), "not a GPU run's results")
+
     def test_the_summary_draws_the_timings(self):
         # Rows in timings.csv's columns, from attn_suite on the CPU backend at a small shape and
         # then labelled as the ladder's shapes, with SDPA's and cuBLAS's beside them: what the
