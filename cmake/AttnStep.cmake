@@ -179,6 +179,12 @@ function(attn_add_step name)
       file(CONFIGURE OUTPUT ${counted_source} CONTENT
            "// Generated: ${file} compiled for the CPU SIMT backend, every access counted.\n#include \"${CMAKE_CURRENT_SOURCE_DIR}/${file}\"\n")
       list(APPEND counted_sources ${counted_source})
+      # The earlier rungs' counted copies at -O1, as their CPU copies above (the instrumentation
+      # keeps every access the source makes at its width either way: the counts are the same).
+      if(file IN_LIST ARG_RUNGS OR file IN_LIST ARG_HOPPER_RUNGS)
+        set_source_files_properties(${counted_source} PROPERTIES COMPILE_OPTIONS
+                                    "$<$<CXX_COMPILER_ID:GNU>:-O1;-findirect-inlining>")
+      endif()
     endforeach()
     add_library(${name}_counted OBJECT ${counted_sources})
     target_link_libraries(${name}_counted PRIVATE attn_kernel_deps attn_simt)
