@@ -141,8 +141,8 @@ function(attn_add_step name)
     # always-inline functions such as attn::exp2_ftz as arguments): each compiles in a third of
     # the time (a newcomer's first build waits on them: scripts/main.sh's first table) and runs
     # the test matrix in about a second either way. The step's own kernel, the last rung, keeps
-    # the build's optimisation (scripts/cpu_speed.py times it), and the counted copies stay as
-    # they are.
+    # the build's optimisation (scripts/cpu_speed.py times it); the rungs' counted copies below
+    # get -O1 too.
     set_source_files_properties(${rung_source} PROPERTIES COMPILE_OPTIONS
                                 "$<$<CXX_COMPILER_ID:GNU>:-O1;-findirect-inlining>")
   endforeach()
