@@ -280,17 +280,18 @@ def per_function(text, start):
 
 
 def instructions(cuobjdump, obj, arch, build):
-    """({kernel: PTX}, {kernel: SASS}) of one object on one architecture. Kept in the build
-    directory (kernel_report_cache/, keyed by the object's path, size and time), so that the
-    report's several checks disassemble each object once."""
+    """({kernel: PTX}, {kernel: SASS}, {kernel: its main loop}) of one object on one architecture,
+    the main loop (mainloop_report.main_loop) of each kernel with tensor instructions. Kept in the
+    build directory (kernel_report_cache/, keyed by the object's path, size and time), so that the
+    report's several checks disassemble and analyse each object once."""
     st = os.stat(obj)
     cache = os.path.join(build, "kernel_report_cache")
     stem = hashlib.sha1(os.path.abspath(obj).encode()).hexdigest()[:16] + "-" + arch
     path = os.path.join(cache, f"{stem}-{st.st_size}-{st.st_mtime_ns}.json.gz")
     try:
         with gzip.open(path, "rt") as f:
-            ptx, sass = json.load(f)
-            return ptx, sass
+            ptx, sass, loops = json.load(f)
+            return ptx, sass, loops
     except (OSError, ValueError, EOFError):
         pass
     env = dict(os.environ)
@@ -299,7 +300,10 @@ def instructions(cuobjdump, obj, arch, build):
                          capture_output=True, text=True, env=env).stdout
     sass = subprocess.run([cuobjdump, "-sass", "-arch", arch, obj], capture_output=True,
                           text=True, env=env).stdout
-    result = (per_function(ptx, ".entry "), per_function(sass, "Function : "))
+    sass = per_function(sass, "Function : ")
+    loops = {name: mainloop_report.main_loop(text) for name, text in sass.items()
+             if count_ops(SASS_OPS, text)["HMMA"] or "HGMMA" in text}
+    result = (per_function(ptx, ".entry "), sass, loops)
     os.makedirs(cache, exist_ok=True)
     for old in glob.glob(os.path.join(cache, stem + "-*.json.gz")):  # an earlier build's object
         with contextlib.suppress(FileNotFoundError):  # another report removed it first
@@ -658,8 +662,10 @@ def main():
                   "it into .venv)", file=sys.stderr)
             return 2
         pairs = sorted({(r["obj"], r["arch"]) for r in rows})
-        with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-            list(pool.map(lambda p: instructions(cuobjdump, p[0], p[1], args.build), pairs))
+        # Processes, not threads: the main loops' analysis is Python.
+        with concurrent.futures.ProcessPoolExecutor(os.cpu_count() or 1) as pool:
+            list(pool.map(instructions, [cuobjdump] * len(pairs), [o for o, _ in pairs],
+                          [a for _, a in pairs], [args.build] * len(pairs)))
         print(f"kernel_report: {len(pairs)} objects x architectures disassembled into "
               f"{os.path.join(args.build, 'kernel_report_cache')}")
         return 0
@@ -692,7 +698,7 @@ def main():
             key = (r["obj"], r["arch"])
             if key not in dumps:
                 dumps[key] = instructions(cuobjdump, r["obj"], r["arch"], args.build)
-            ptx, sass = dumps[key]
+            ptx, sass, loops = dumps[key]
             r["ptx"] = count_ops(PTX_OPS, ptx.get(r["mangled"], ""))
             r["ptx_required"] = {rx: len(re.findall(rx, ptx.get(r["mangled"], "")))
                                  for s, k, rx in required_ptx if s == r["step"]
@@ -703,7 +709,7 @@ def main():
                 text = sass.get(r["mangled"], "")
                 r["sass"] = count_ops(SASS_OPS, text)
                 if need_loops and (r["sass"]["HMMA"] or "HGMMA" in text):
-                    r["loop"] = mainloop_report.main_loop(text)
+                    r["loop"] = loops.get(r["mangled"])
     rows.sort(key=lambda r: (r["step"], r["kernel"], r["arch"]))
 
     def counts(d):
