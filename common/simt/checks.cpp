@@ -187,7 +187,7 @@ void __tsan_init() {}
 // Every instrumented function calls this on entry, the kernel first: from then on the block's
 // shared-memory stores are tracked (runtime.cpp), before its first access.
 void __tsan_func_entry(void*) {
-  if (simt::detail::in_kernel()) simt::detail::track_stores();
+  if (simt::detail::in_kernel() && !simt::detail::t_stores_decided) simt::detail::track_stores();
 }
 void __tsan_func_exit() {}
 SIMT_HOOKS(1)

@@ -30,6 +30,7 @@ namespace detail {
 constinit thread_local ThreadIds* t_current = nullptr;
 constinit thread_local BlockExtension* t_extension = nullptr;
 constinit thread_local bool t_in_fiber = false;
+constinit thread_local bool t_stores_decided = false;
 constinit thread_local uintptr_t t_stack_lo = 0, t_stack_hi = 0, t_shared_lo = 0, t_shared_hi = 0;
 constinit thread_local const ThreadIds* t_stack_of = nullptr;
 
@@ -534,6 +535,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   std::memset(blk.smem, 0xFF, L.smem_bytes);
   blk.stores.clear();  // allocated when an instrumented kernel starts (track_stores)
   blk.tracking = false;
+  t_stores_decided = false;
   blk.instrumented = L.instrumented;
   blk.pending.assign((L.smem_bytes + 15) / 16, Block::Pending{nullptr, 0, -1, nullptr});
   blk.written.assign((L.smem_bytes + 15) / 16, 0);
@@ -879,11 +881,16 @@ void mark_written(size_t offset, size_t bytes) {
     blk.written[c] = 1;
 }
 
-bool ever_written(size_t offset, size_t bytes) {
-  const Block& blk = *t_block;
+namespace {
+[[gnu::always_inline]] inline bool written_all(const Block& blk, size_t offset, size_t bytes) {
   for (size_t c = offset / 16; c <= (offset + bytes - 1) / 16 && c < blk.written.size(); ++c)
     if (!blk.written[c]) return false;
   return true;
+}
+}  // namespace
+
+bool ever_written(size_t offset, size_t bytes) {
+  return written_all(*t_block, offset, bytes);
 }
 
 bool stores_tracked() {
@@ -947,6 +954,7 @@ void refresh_stack_bounds() {
 }
 
 void track_stores() {
+  t_stores_decided = true;
   Block& blk = *t_block;
   if (blk.tracking || !blk.instrumented) return;
   blk.stores.assign((blk.smem_bytes + 3) / 4 + 1, 0);
@@ -960,7 +968,7 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
   if (a + bytes <= lo || a >= hi) return false;
   const auto s = reinterpret_cast<uintptr_t>(blk.smem);
   const char* kind = write ? "write" : "read";
-  if (blk.stores.empty()) track_stores();    // (an instrumented kernel called it on entry)
+  if (!t_stores_decided) track_stores();     // (an instrumented kernel called it on entry)
   const bool tracked = !blk.stores.empty();  // not in a plain kernel's instrumented helper
   if (a < s || a + bytes > s + blk.smem_bytes) {
     const long long off = static_cast<long long>(a) - static_cast<long long>(s);
@@ -978,7 +986,7 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
                   landing_hint(q);
         return true;
       }
-    if (tracked && !ever_written(a - s, bytes)) {
+    if (tracked && !written_all(blk, a - s, bytes)) {
       problem = "read of shared memory (offset " + std::to_string(a - s) +
                 ") that nothing has written since the block started (it holds the start-up "
                 "poison: a wrong buffer, stage or offset?)";

@@ -163,6 +163,9 @@ void mark_visible(int warp, uint32_t lanes);
 // instrumented kernel calls it on entry, and only such a kernel's every store is seen.
 bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem);
 void track_stores();
+// Whether track_stores() has run in the block this OS thread runs (it started tracking, or the
+// kernel is not instrumented): every instrumented function's entry asks, inline.
+extern thread_local constinit bool t_stores_decided;
 // Asynchronous copies into shared memory (cp.async): between issue and landing the 16 bytes at
 // `dst` are pending; any read of them (ldmatrix, or a load of an instrumented kernel) is an
 // error naming the issuing thread and line. Landing also forgets who last stored there.
