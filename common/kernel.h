@@ -78,6 +78,9 @@ void dispatch_dtype(DType dtype, F&& f) {
 #if defined(ATTN_ONLY_BF16)  // the tests' copies of kernels with a planted bug: bf16 only
   if (dtype != DType::bf16) throw std::invalid_argument("this test copy is built for bf16 only");
   f.template operator()<__nv_bfloat16>();
+#elif defined(ATTN_ONLY_FP16)  // scripts/exercise.py's first, quick build of an answer: fp16 only
+  if (dtype != DType::fp16) throw std::invalid_argument("this quick copy is built for fp16 only");
+  f.template operator()<__half>();
 #else
   if (dtype == DType::fp16)
     f.template operator()<__half>();

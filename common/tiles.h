@@ -48,7 +48,8 @@ __device__ __forceinline__ float row_sum(float x) {
 
 // Calls f.template operator()<D>() with the head dim as a compile-time constant, for the head dims
 // the CUDA-core and tensor-core steps support. Only these four are instantiated (and only
-// ATTN_ONLY_HEAD_DIM in the tests' copies of kernels with a planted bug, which need one).
+// ATTN_ONLY_HEAD_DIM in the tests' copies of kernels with a planted bug, which need one, and in
+// scripts/exercise.py's first, quick build of an answer).
 template <typename F>
 void dispatch_head_dim(int dim, F&& f) {
 #if defined(ATTN_ONLY_HEAD_DIM)
