@@ -354,7 +354,7 @@ AS_NCU_COUNTS = {
     # A wgmma is one instruction of a warpgroup, which each of its 4 warps issues; ncu counts warps.
     "wgmma": ([("wgmma", 4)], None, "ncu counts each of the warpgroup's 4 warps"),
     # The tensor pipe's HMMA metric counts those warps' HGMMA too.
-    "mma": ([("mma", 1), ("wgmma", 4)], None, ""),
+    "mma": ([("mma", 1), ("wgmma", 4)], None, "ncu's HMMA count includes HGMMA"),
 }
 
 
@@ -371,16 +371,17 @@ def as_ncu_counts(rows):
         into = [k for k, (ps, m, _) in AS_NCU_COUNTS.items() if m == name and k in by]
         if into and not ncu and note == "this ncu has no such metric":
             note = f"this ncu has no such metric: it counts these in {into[0]}"
-        parts, needs_missing, why = AS_NCU_COUNTS.get(name, ([], None, ""))
-        missing = needs_missing is None or (needs_missing in by and not by[needs_missing]["ncu"])
+        # The rule applies where ncu measured this and lacks the metric the rule is about, and
+        # changes the figure where it adds a term or a factor to the counter alone.
+        parts, lacking, why = AS_NCU_COUNTS.get(name, ([], None, ""))
         terms = [(c, f, by[c]["cpu"]) for c, f in parts
                  if c in by and by[c]["cpu"] not in ("", "0")]
-        if ncu and parts and missing and [c for c, _, _ in terms] not in ([], [name]) \
-                or (name == "wgmma" and terms):
+        if (ncu and terms and terms != [(name, 1, cpu)]
+                and (lacking is None or (lacking in by and not by[lacking]["ncu"]))):
             compared = sum(f * float(v) for _, f, v in terms)
             shown = f"{compared:.0f} (" + " + ".join(f"{c} {v}" + (f" x {f}" if f != 1 else "")
                                                       for c, f, v in terms) + ")"
-            note = "; ".join(x for x in (note, why or "ncu's HMMA count includes HGMMA") if x)
+            note = "; ".join(x for x in (note, why) if x)
         if ncu and compared is not None and float(ncu) != compared:
             if name == "mma" and float(ncu) > compared:
                 note = "; ".join(x for x in (note, "ptxas's HFMA2.MMA (register moves it runs on "
@@ -558,18 +559,21 @@ def summary(bundle, outdir, work):
 
 # ---- the README ----------------------------------------------------------------------------------
 
+def load_run(d, allow_rehearsal=False):
+    """The run.json of a GPU run's results folder; refused where it is none, or a rehearsal's."""
+    try:
+        with open(os.path.join(d, "run.json")) as f:
+            run = json.load(f)
+    except (OSError, ValueError) as e:
+        refuse(f"{d}: not a GPU run's results ({e})")
+    if run["rehearsal"] and not allow_rehearsal:
+        refuse(f"{d}: a rehearsal's results, not a GPU's (no GPU ran them)")
+    return run
+
+
 def readme(path, dirs, allow_rehearsal):
     markers.check(path, "gpu-results")
-    runs = []
-    for d in dirs:
-        try:
-            with open(os.path.join(d, "run.json")) as f:
-                run = json.load(f)
-        except (OSError, ValueError) as e:
-            refuse(f"{d}: not a GPU run's results ({e})")
-        if run["rehearsal"] and not allow_rehearsal:
-            refuse(f"{d}: a rehearsal's results, not a GPU's (no GPU ran them)")
-        runs.append((d, run))
+    runs = [(d, load_run(d, allow_rehearsal)) for d in dirs]
     if not runs:
         body = ("![The counted progression on the CPU backend: counts and a model, not GPU "
                 f"performance]({COUNTED_CHART})\n\n"
@@ -602,17 +606,16 @@ REFERENCES = ["torch_sdpa_flash", "torch_sdpa_cudnn", "baseline_cublas"]
 
 
 def chapter_rows(step):
-    """(label, timings.csv step, config or None) for a chapter: the step before it, then its rungs
-    in course order (the step's own kernel last), or the step alone."""
+    """(label, timings.csv step) for a chapter: the step before it, then its rungs in course order
+    (the step's own kernel last), or the step itself."""
     ladders = _script("ladders")
     before = _script("counters_table").CHAPTERS[step][0][:-1]
     if step not in ladders.LADDERS:
-        return [(k, k, None) for k in before + [step]]
+        return [(k, k) for k in before + [step]]
     names = [r for r, _ in ladders.LADDERS[step]]
     start = f"{step}[sm80]" if step in ladders.VARIANT else before[-1]
-    return [(start, start, None)] + [(f"{ladders.label(step, i)} {rung}",
-                                      ladders.run_name(step, rung), None)
-                                     for i, rung in enumerate(names)]
+    return [(start, start)] + [(f"{ladders.label(step, i)} {rung}", ladders.run_name(step, rung))
+                               for i, rung in enumerate(names)]
 
 
 def microseconds(r):
@@ -631,16 +634,16 @@ def chapter_table(step, run, rows):
         key = (shape_of(r), r["step"])
         if key not in by or float(r["time_ms"]) < float(by[key]["time_ms"]):
             by[key] = r
-    kernels = chapter_rows(step) + [(k, k, None) for k in REFERENCES]
+    kernels = chapter_rows(step) + [(k, k) for k in REFERENCES]
     out = []
-    for label, name, _ in kernels:
+    for label, name in kernels:
         cells = []
         for sh in shapes_seen:
             r = by.get((sh, name))
             cells += [microseconds(r), f"{float(r['tflops']):.1f}"] if r else ["-", "-"]
         if any(c != "-" for c in cells):
             out.append([label] + cells)
-    head = ["kernel"] + [f"{h}, {sh}" for sh in shapes_seen for h in ("us (tiles)", "TFLOPS")]
+    head = ["kernel"] + [f"{h}, {sh}" for sh in shapes_seen for h in ("us", "TFLOPS")]
     return (f"Generated by `scripts/gpu_report.py chapters` from a GPU run "
             f"([docs/results/{run['dir']}](../docs/results/{run['dir']}/README.md)): "
             f"{run['title']}; {run['date']}. Measured with CUDA events (the median of 20 runs "
@@ -651,13 +654,7 @@ def chapter_table(step, run, rows):
 
 def chapters(results, check):
     """Writes (or with check, compares) every step chapter's <!-- gpu:begin --> block."""
-    try:
-        with open(os.path.join(results, "run.json")) as f:
-            run = json.load(f)
-    except (OSError, ValueError) as e:
-        refuse(f"{results}: not a GPU run's results ({e})")
-    if run["rehearsal"]:
-        refuse(f"{results}: a rehearsal's results, not a GPU's (no GPU ran them)")
+    run = load_run(results)
     run["dir"] = os.path.basename(os.path.normpath(results))
     rows = read_csv(os.path.join(results, "timings.csv"))
     root = os.path.dirname(HERE)
