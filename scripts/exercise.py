@@ -384,6 +384,8 @@ def cmd_check(args):
             if BEGIN.match(line)]
     if left:
         print(f"note: blank markers left at line(s) {', '.join(map(str, left))}", flush=True)
+    counts = ws / ".build" / "counters.csv"
+
     def failed(exe, schedule, shape):
         """The case run by exe; True, with the failure printed, where it fails."""
         cmd = [exe, "--backend", "cpu", "--schedule", schedule] + shape.split()
@@ -399,7 +401,6 @@ def cmd_check(args):
             print(reread)
         return r.returncode != 0
 
-    counts = ws / ".build" / "counters.csv"
     # First the first case alone, from a build of what it needs: a wrong answer, which fails
     # there most often, is told so in a quarter of the time; then every case, from the full build.
     exe = build_exercise(spec, ws, build, not args.no_build, quick=True)
