@@ -55,7 +55,11 @@ struct ElementOf<DType::bf16> {
 };
 
 __device__ __forceinline__ float to_float(__half x) {
+#if defined(__CUDACC__)
   return __half2float(x);
+#else  // the CPU backend: the same value by branch-free bit operations (common/simt/ptx.h)
+  return simt::f16_bits_to_float(__half_as_ushort(x));
+#endif
 }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) {
   return __bfloat162float(x);
