@@ -123,13 +123,56 @@ struct KeyHash {
   }
 };
 
+// A warp's open instructions: those some of its lanes have reached and others not yet. Most
+// warps' lanes reach the same sites in the same order, so the instructions are kept in the order
+// their first lane reached them, and a lane whose accesses so far are that order's first ones
+// finds its instruction at its own position in it, with no lookup. The first lane that leaves the
+// order turns the warp to a map keyed by (site, occurrence) until it synchronises again; the key is
+// the same either way, so the grouping is too.
+struct WarpOpen {
+  struct Head {
+    uint64_t site;
+    uint32_t lanes;  // 0: finished
+    Kind kind;
+  };
+  bool keyed = false;
+  // Before `keyed`: the instructions in the order first reached, and each lane's part of them in
+  // that lane's own array (a lane writes, and the last lane reads, one after another). The
+  // finished ones at the front are dropped now and then, their sites kept for the occurrences;
+  // `base` is how many, `done` how many finished ones lead what is left.
+  std::vector<Head> order;
+  std::vector<LaneRec> recs[32];
+  size_t base = 0, done = 0;
+  std::vector<uint64_t> dropped;
+  std::unordered_map<Key, Instance, KeyHash> open;  // after
+
+  void clear() {
+    keyed = false;
+    order.clear(), dropped.clear(), open.clear();
+    for (auto& r : recs) r.clear();
+    base = done = 0;
+  }
+  // Instruction i of the order, its lanes' parts gathered.
+  Instance instance(size_t i) const {
+    Instance in;
+    in.kind = order[i].kind, in.site = order[i].site, in.lanes = order[i].lanes;
+    for (uint32_t m = in.lanes; m != 0; m &= m - 1) {
+      const int l = std::countr_zero(m);
+      in.rec[l] = recs[l][i];
+    }
+    return in;
+  }
+};
+
 // A worker thread's counting state for the block it runs.
 struct BlockState {
   int nthreads = 0;
-  // Per thread: how often it reached each site since its warp last synchronised as a whole.
+  const uint32_t* live_lanes = nullptr;  // per warp (the runtime's)
+  // Per thread: its accesses since its warp last synchronised as a whole (its place in `order`),
+  // and once the warp is keyed, how often it reached each site in that time.
+  std::vector<size_t> position;
   std::vector<std::unordered_map<uint64_t, uint64_t>> occurrences;
-  // Per warp: its instructions that some of its lanes have reached and others not yet.
-  std::vector<std::unordered_map<Key, Instance, KeyHash>> open;
+  std::vector<WarpOpen> warps;
   std::unordered_map<uint64_t, Counts> sites;
 };
 thread_local BlockState t_block;
@@ -138,14 +181,26 @@ thread_local BlockState t_block;
 uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool second) {
   uint32_t words[32 * 4];
   int count = 0;
+  // The usual case first: no bank holds two distinct words, so one wavefront.
+  uint32_t bank_word[32];
+  uint32_t banks_used = 0;
+  bool distinct_in_a_bank = false;
   for (int i = 0; i < n; ++i) {
     const LaneRec& r = rec[lanes[i]];
     const uintptr_t a = second ? r.addr2 : r.addr;
     const uint32_t bytes = second ? 16 : r.bytes;
     if (bytes == 0) continue;
-    for (uintptr_t w = a / 4; w <= (a + bytes - 1) / 4; ++w) words[count++] = uint32_t(w);
+    for (uintptr_t w = a / 4; w <= (a + bytes - 1) / 4; ++w) {
+      words[count++] = uint32_t(w);
+      const uint32_t bank = uint32_t(w) % 32, bit = 1u << bank;
+      if (!(banks_used & bit))
+        banks_used |= bit, bank_word[bank] = uint32_t(w);
+      else if (bank_word[bank] != uint32_t(w))
+        distinct_in_a_bank = true;
+    }
   }
   if (count == 0) return 0;
+  if (!distinct_in_a_bank) return 1;
   std::sort(words, words + count);
   count = int(std::unique(words, words + count) - words);
   int per_bank[32] = {};
@@ -222,10 +277,47 @@ void finish(const Instance& in) {
   }
 }
 
-void flush(int warp) {
-  auto& open = t_block.open[size_t(warp)];
-  for (const auto& entry : open) finish(entry.second);
-  open.clear();
+// Turns warp `w` from its order to the map: each open instruction under its key, each lane's
+// occurrences counted over the part of the order it has passed.
+void key_warp(int w) {
+  BlockState& b = t_block;
+  WarpOpen& warp = b.warps[size_t(w)];
+  for (int t = 32 * w; t < std::min(32 * w + 32, b.nthreads); ++t) {
+    auto& mine = b.occurrences[size_t(t)];
+    const size_t passed = b.position[size_t(t)];
+    for (size_t i = 0; i < passed; ++i)
+      ++mine[i < warp.base ? warp.dropped[i] : warp.order[i - warp.base].site];
+  }
+  std::unordered_map<uint64_t, uint64_t> seen;
+  for (uint64_t site : warp.dropped) ++seen[site];
+  for (size_t i = 0; i < warp.order.size(); ++i) {
+    const uint64_t occurrence = seen[warp.order[i].site]++;
+    if (warp.order[i].lanes != 0)
+      warp.open.emplace(Key{warp.order[i].site, occurrence}, warp.instance(i));
+  }
+  warp.order.clear();
+  for (auto& r : warp.recs) r.clear();
+  warp.keyed = true;
+}
+
+// Drops the finished instructions at the front of a warp's order once they are half of it.
+void drop_finished(WarpOpen& warp) {
+  while (warp.done < warp.order.size() && warp.order[warp.done].lanes == 0) ++warp.done;
+  if (warp.done < 64 || 2 * warp.done < warp.order.size()) return;
+  for (size_t i = 0; i < warp.done; ++i) warp.dropped.push_back(warp.order[i].site);
+  warp.order.erase(warp.order.begin(), warp.order.begin() + ptrdiff_t(warp.done));
+  for (auto& r : warp.recs)  // a lane that has exited may have fewer
+    r.erase(r.begin(), r.begin() + ptrdiff_t(std::min(warp.done, r.size())));
+  warp.base += warp.done;
+  warp.done = 0;
+}
+
+void flush(int w) {
+  WarpOpen& warp = t_block.warps[size_t(w)];
+  for (size_t i = 0; i < warp.order.size(); ++i)
+    if (warp.order[i].lanes != 0) finish(warp.instance(i));
+  for (const auto& entry : warp.open) finish(entry.second);
+  warp.clear();
 }
 
 }  // namespace
@@ -304,16 +396,35 @@ uint64_t site_of(const where_t& where) {
 void lane(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes, uintptr_t addr2) {
   BlockState& b = t_block;
   const detail::ThreadIds& me = detail::current();
+  WarpOpen& warp = b.warps[size_t(me.warp)];
+  const uint32_t live = b.live_lanes[me.warp];
+  if (!warp.keyed) {
+    size_t& position = b.position[size_t(me.tid)];
+    const size_t i = position - warp.base;
+    if (i == warp.order.size()) warp.order.push_back({site, 0, kind});  // the first lane here
+    WarpOpen::Head& head = warp.order[i];
+    if (head.site == site) {
+      ++position;
+      head.lanes |= 1u << me.lane;
+      warp.recs[me.lane].push_back({addr, addr2, bytes});  // at i: the lane passed all before
+      if (head.lanes == live) {
+        finish(warp.instance(i));
+        warp.order[i].lanes = 0;
+        if (i == warp.done) drop_finished(warp);
+      }
+      return;
+    }
+    key_warp(me.warp);  // this lane left the order
+  }
   const uint64_t occurrence = b.occurrences[size_t(me.tid)][site]++;
-  auto& open = b.open[size_t(me.warp)];
-  auto [it, fresh] = open.try_emplace(Key{site, occurrence});
+  auto [it, fresh] = warp.open.try_emplace(Key{site, occurrence});
   Instance& in = it->second;
   if (fresh) in.kind = kind, in.site = site;
   in.lanes |= 1u << me.lane;
   in.rec[me.lane] = {addr, addr2, bytes};
-  if (in.lanes == detail::live_lanes(me.warp)) {
+  if (in.lanes == live) {
     finish(in);
-    open.erase(it);
+    warp.open.erase(it);
   }
 }
 
@@ -371,17 +482,20 @@ void barrier(const where_t& where, bool block_barrier, int warps) {
   (block_barrier ? c.block_barriers : c.named_barriers) += uint64_t(warps);
 }
 
-void block_begin(int nthreads) {
+void block_begin(int nthreads, const uint32_t* live_lanes) {
   BlockState& b = t_block;
   b.nthreads = nthreads;
+  b.live_lanes = live_lanes;
+  b.position.assign(size_t(nthreads), 0);
   b.occurrences.assign(size_t(nthreads), {});
-  b.open.assign(size_t((nthreads + 31) / 32), {});
+  b.warps.resize(size_t((nthreads + 31) / 32));
+  for (WarpOpen& w : b.warps) w.clear();
   b.sites.clear();
 }
 
 void block_end() {
   BlockState& b = t_block;
-  for (int w = 0; w < int(b.open.size()); ++w) flush(w);
+  for (int w = 0; w < int(b.warps.size()); ++w) flush(w);
   std::lock_guard lock(g_mutex);
   for (const auto& [site, counts] : b.sites) g_sites[site].add(counts);
   b.sites.clear();
@@ -394,10 +508,12 @@ void launch() {
 
 void warp_synced(int warp) {
   BlockState& b = t_block;
-  if (size_t(warp) >= b.open.size()) return;
+  if (size_t(warp) >= b.warps.size()) return;
   flush(warp);
-  for (int t = 32 * warp; t < std::min(32 * warp + 32, b.nthreads); ++t)
+  for (int t = 32 * warp; t < std::min(32 * warp + 32, b.nthreads); ++t) {
+    b.position[size_t(t)] = 0;
     b.occurrences[size_t(t)].clear();
+  }
 }
 
 }  // namespace hook

@@ -147,7 +147,9 @@ void barrier(const where_t& where, bool block_barrier, int warps);
 
 // A counted launch, a block's lifetime, and the points where a warp synchronises as a whole.
 void launch();
-void block_begin(int nthreads);
+// `live_lanes`: per warp, the lanes that exist and have not exited (a bit each), as the block's
+// threads exit.
+void block_begin(int nthreads, const uint32_t* live_lanes);
 void block_end();
 void warp_synced(int warp);
 

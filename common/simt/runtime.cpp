@@ -544,7 +544,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   blk.wake_min = n;
   blk.body = L.body;
   t_block = &blk;
-  if (L.counting) counters::hook::block_begin(n);
+  if (L.counting) counters::hook::block_begin(n, blk.live_lanes.get());
 
   for (int tid = 0; tid < n; ++tid) {
     Thread& t = blk.threads[tid];
@@ -919,10 +919,6 @@ size_t dynamic_shared_memory_bytes() {
 
 int block_threads() {
   return t_block->nthreads;
-}
-
-uint32_t live_lanes(int warp) {
-  return t_block->live_lanes[warp];
 }
 
 void mark_visible() {

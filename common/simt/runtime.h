@@ -224,8 +224,6 @@ using SyncClock = std::vector<int32_t>;  // signed: the joins vectorise with SSE
 void release_to(SyncClock& c);
 void acquire_from(const SyncClock& c);
 
-// The lanes of `warp` that exist and have not exited (a bit each).
-uint32_t live_lanes(int warp);
 // The source lines of code addresses (instrumented accesses), as checks.cpp reports them:
 // "file:line", ", inlined into file:line" for inlined helpers. One addr2line run per module.
 std::vector<std::string> source_lines_of(const std::vector<uintptr_t>& pcs);
