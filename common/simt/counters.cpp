@@ -55,11 +55,20 @@ std::map<uintptr_t, std::unique_ptr<BufferBits>> g_buffers;  // by the data's fi
 std::atomic<uint64_t> g_generation{0};  // moves on at start(): cached pointers into g_buffers die
 
 BufferBits* buffer_at(uintptr_t a) {
-  thread_local BufferBits* last = nullptr;
-  thread_local uint64_t last_generation = ~uint64_t(0);
-  if (last_generation != g_generation.load(std::memory_order_relaxed)) last = nullptr;
-  if (last && a >= last->span.data && a < last->span.data + last->span.bytes) return last;
-  last_generation = g_generation.load(std::memory_order_relaxed);
+  // The buffers a kernel touches in turn (Q, K, V, O, ...), most recent first, per OS thread.
+  constexpr int kRecent = 4;
+  thread_local BufferBits* recent[kRecent] = {};
+  thread_local uint64_t recent_generation = ~uint64_t(0);
+  const uint64_t generation = g_generation.load(std::memory_order_relaxed);
+  if (recent_generation != generation) {
+    std::fill(recent, recent + kRecent, nullptr);
+    recent_generation = generation;
+  }
+  for (int i = 0; i < kRecent; ++i)
+    if (BufferBits* b = recent[i]; b && a >= b->span.data && a < b->span.data + b->span.bytes) {
+      std::rotate(recent, recent + i, recent + i + 1);
+      return b;
+    }
   BufferSpan span;
   if (!find_buffer(reinterpret_cast<const void*>(a), span)) return nullptr;
   std::lock_guard lock(g_buffers_mutex);
@@ -71,10 +80,11 @@ BufferBits* buffer_at(uintptr_t a) {
     b->bits = std::make_unique<std::atomic<uint64_t>[]>(words);
     for (size_t w = 0; w < words; ++w) b->bits[w].store(0, std::memory_order_relaxed);
   }
-  return last = b.get();
+  std::rotate(recent, recent + kRecent - 1, recent + kRecent);
+  return recent[0] = b.get();
 }
 
-// Marks [a, a + n) of device memory as touched.
+// Marks [a, a + n) of device memory as touched, a word of bits at a time.
 void touch(uintptr_t a, uint32_t n) {
   for (uintptr_t x = a; x < a + n;) {
     BufferBits* b = buffer_at(x);
@@ -83,22 +93,48 @@ void touch(uintptr_t a, uint32_t n) {
       continue;
     }
     const uintptr_t end = std::min<uintptr_t>(a + n, b->span.data + b->span.bytes);
-    for (; x < end; ++x) {
-      const size_t i = x - b->span.data;
-      b->bits[i / 64].fetch_or(uint64_t(1) << (i % 64), std::memory_order_relaxed);
+    while (x < end) {
+      const size_t i = x - b->span.data, bit = i % 64;
+      const size_t count = std::min<size_t>(64 - bit, end - x);
+      const uint64_t mask = (count == 64 ? ~uint64_t(0) : (uint64_t(1) << count) - 1) << bit;
+      b->bits[i / 64].fetch_or(mask, std::memory_order_relaxed);
+      x += count;
     }
   }
 }
 
 // Counts the distinct sectors of `sectors` (sector numbers, a >> 5), and credits 32 bytes of
 // each to the buffer that holds it (buffers start 256-byte aligned). Sorts `sectors`.
-uint64_t distinct_sectors(std::vector<uintptr_t>& sectors) {
-  std::sort(sectors.begin(), sectors.end());
-  sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
-  for (uintptr_t s : sectors)
-    if (BufferBits* b = buffer_at(s << 5)) b->moved.fetch_add(32, std::memory_order_relaxed);
-  return sectors.size();
+uint64_t distinct_sectors(uintptr_t* sectors, size_t n) {
+  std::sort(sectors, sectors + n);
+  n = size_t(std::unique(sectors, sectors + n) - sectors);
+  for (size_t i = 0; i < n; ++i)
+    if (BufferBits* b = buffer_at(sectors[i] << 5))
+      b->moved.fetch_add(32, std::memory_order_relaxed);
+  return n;
 }
+uint64_t distinct_sectors(std::vector<uintptr_t>& sectors) {
+  return distinct_sectors(sectors.data(), sectors.size());
+}
+
+// Up to N values on the stack, more on the heap (an access of more than 16 bytes, from a copy
+// of a larger object, is rare).
+template <typename T, size_t N>
+struct Few {
+  T small[N];
+  std::vector<T> big;
+  size_t n = 0;
+  void push(T x) {
+    if (n < N) {
+      small[n] = x;
+    } else {
+      if (big.empty()) big.assign(small, small + N);
+      big.push_back(x);
+    }
+    ++n;
+  }
+  T* data() { return big.empty() ? small : big.data(); }
+};
 
 struct LaneRec {
   uintptr_t addr, addr2;
@@ -141,7 +177,11 @@ struct WarpOpen {
   // finished ones at the front are dropped now and then, their sites kept for the occurrences;
   // `base` is how many, `done` how many finished ones lead what is left.
   std::vector<Head> order;
-  std::vector<LaneRec> recs[32];
+  struct Part {  // a LaneRec in 16 bytes: addr2 (cp.async's shared destination) as an offset
+    uintptr_t addr;
+    uint32_t addr2, bytes;
+  };
+  std::vector<Part> recs[32];
   size_t base = 0, done = 0;
   std::vector<uint64_t> dropped;
   std::unordered_map<Key, Instance, KeyHash> open;  // after
@@ -158,7 +198,9 @@ struct WarpOpen {
     in.kind = order[i].kind, in.site = order[i].site, in.lanes = order[i].lanes;
     for (uint32_t m = in.lanes; m != 0; m &= m - 1) {
       const int l = std::countr_zero(m);
-      in.rec[l] = recs[l][i];
+      const Part& part = recs[l][i];
+      in.rec[l] = {part.addr, in.kind == Kind::cp_async ? detail::t_shared_lo + part.addr2 : 0,
+                   part.bytes};
     }
     return in;
   }
@@ -179,8 +221,7 @@ thread_local BlockState t_block;
 
 // The wavefronts one group of lanes needs: the most distinct 4-byte words any bank holds.
 uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool second) {
-  uint32_t words[32 * 4];
-  int count = 0;
+  Few<uint32_t, 32 * 4> few;  // a lane's access of up to 16 bytes covers at most 4 words
   // The usual case first: no bank holds two distinct words, so one wavefront.
   uint32_t bank_word[32];
   uint32_t banks_used = 0;
@@ -191,7 +232,7 @@ uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool
     const uint32_t bytes = second ? 16 : r.bytes;
     if (bytes == 0) continue;
     for (uintptr_t w = a / 4; w <= (a + bytes - 1) / 4; ++w) {
-      words[count++] = uint32_t(w);
+      few.push(uint32_t(w));
       const uint32_t bank = uint32_t(w) % 32, bit = 1u << bank;
       if (!(banks_used & bit))
         banks_used |= bit, bank_word[bank] = uint32_t(w);
@@ -199,8 +240,10 @@ uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool
         distinct_in_a_bank = true;
     }
   }
-  if (count == 0) return 0;
+  if (few.n == 0) return 0;
   if (!distinct_in_a_bank) return 1;
+  uint32_t* words = few.data();
+  int count = int(few.n);
   std::sort(words, words + count);
   count = int(std::unique(words, words + count) - words);
   int per_bank[32] = {};
@@ -227,19 +270,18 @@ void shared_wavefronts(const Instance& in, uint32_t width, bool second, uint64_t
 
 // Global side: one request, its distinct sectors, the bytes asked for.
 void global_request(const Instance& in, uint64_t& requests, uint64_t& sectors, uint64_t& bytes) {
-  std::vector<uintptr_t> s;
+  Few<uintptr_t, 32 * 2> s;  // a lane's access of up to 16 bytes spans at most two sectors
   uint64_t asked = 0;
-  for (int l = 0; l < 32; ++l) {
-    if (!(in.lanes >> l & 1u)) continue;
-    const LaneRec& r = in.rec[l];
+  for (uint32_t m = in.lanes; m != 0; m &= m - 1) {
+    const LaneRec& r = in.rec[std::countr_zero(m)];
     if (r.bytes == 0) continue;
     asked += r.bytes;
     touch(r.addr, r.bytes);
-    for (uintptr_t x = r.addr >> 5; x <= (r.addr + r.bytes - 1) >> 5; ++x) s.push_back(x);
+    for (uintptr_t x = r.addr >> 5; x <= (r.addr + r.bytes - 1) >> 5; ++x) s.push(x);
   }
   if (asked == 0) return;  // every lane zero-filled (cp.async with no source bytes)
   ++requests;
-  sectors += distinct_sectors(s);
+  sectors += distinct_sectors(s.data(), s.n);
   bytes += asked;
 }
 
@@ -406,8 +448,10 @@ void lane(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes, uintptr_t ad
     if (head.site == site) {
       ++position;
       head.lanes |= 1u << me.lane;
-      warp.recs[me.lane].push_back({addr, addr2, bytes});  // at i: the lane passed all before
-      if (head.lanes == live) {
+      // At i: the lane passed all before. Only cp.async gives addr2, in the block's shared memory.
+      const uint32_t offset = kind == Kind::cp_async ? uint32_t(addr2 - detail::t_shared_lo) : 0;
+      warp.recs[me.lane].push_back({addr, offset, bytes});
+      if ((live & ~head.lanes) == 0) {  // every lane that has not exited is here
         finish(warp.instance(i));
         warp.order[i].lanes = 0;
         if (i == warp.done) drop_finished(warp);
@@ -422,7 +466,7 @@ void lane(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes, uintptr_t ad
   if (fresh) in.kind = kind, in.site = site;
   in.lanes |= 1u << me.lane;
   in.rec[me.lane] = {addr, addr2, bytes};
-  if (in.lanes == live) {
+  if ((live & ~in.lanes) == 0) {
     finish(in);
     warp.open.erase(it);
   }
