@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/simt/block.h"
 #include "common/simt/counters.h"
 #include "common/simt/fiber.h"
 #include "common/simt/launch.h"
@@ -33,127 +34,14 @@ constinit thread_local bool t_in_fiber = false;
 constinit thread_local bool t_stores_decided = false;
 constinit thread_local uintptr_t t_stack_lo = 0, t_stack_hi = 0, t_shared_lo = 0, t_shared_hi = 0;
 constinit thread_local const ThreadIds* t_stack_of = nullptr;
+constinit thread_local Block* t_block = nullptr;
+constinit thread_local Thread* t_thread = nullptr;
 
 namespace {
 
 // Thrown into a suspended CUDA thread to unwind its stack when its block ends early (another
 // thread failed); its entry function catches it.
 struct Unwind {};
-
-// ---- The state of one block ---------------------------------------------------------------------
-
-enum class Wait : uint8_t { none, barrier, collective, predicate };
-
-// One CUDA thread. What it reads and writes itself on every warp collective comes first, in one
-// cache line; what the scheduler and a collective's completion read for 32 threads at a time is
-// not here but in the Block's dense per-thread arrays (contexts, ready, coll).
-struct alignas(64) Thread {
-  bool done = false;
-  bool started = false;    // has begun running (set by the thread itself)
-  bool unwind = false;     // set to end the thread by throwing Unwind where it waits
-  bool abandoned = false;  // ended by fail_no_unwind: its fiber must never be resumed or unwound
-  int tid = 0;             // ids.tid, here in the first cache line
-  Wait wait = Wait::none;
-  simt::where_t where;
-  ThreadIds ids{};
-  std::exception_ptr error;
-  ctx::stack_context stack{};  // simt_switch_context: the thread's stack (from PooledStack)
-  const char* what = nullptr;
-  int barrier_id = -1;
-  bool (*pred)(void*) = nullptr;
-  void* pred_arg = nullptr;
-  // Per barrier id, the generation (plus one) this thread last arrived in: a second arrival in
-  // the same generation (two bar.arrive) is reported.
-  uint32_t barrier_generation[16] = {};
-};
-
-struct Barrier {
-  int count = 0;
-  int arrived = 0;
-  const char* what = nullptr;
-  simt::where_t where;
-  uint32_t generation = 0;  // completed generations
-  uint32_t warps = 0;       // the warps that arrived in this generation, a bit each
-  // The warps of the first generation that completed, and where: every later generation must
-  // complete with the same warps (a barrier id belongs to one group of warps).
-  uint32_t first_warps = 0;
-  simt::where_t first_where;
-};
-
-struct Block {
-  int nthreads = 0;
-  std::unique_ptr<Thread[]> threads;
-  std::unique_ptr<LaneSlot[]> slots;  // rounded up to whole warps
-  // Per warp, as lane bitmasks: the lanes that exist and have not exited, and the lanes waiting
-  // in a warp collective. An arriving lane checks in O(1) whether every live lane of its mask
-  // waits (the only case in which try_complete can succeed) instead of scanning the warp.
-  std::unique_ptr<uint32_t[]> live_lanes;
-  std::unique_ptr<uint32_t[]> collective_lanes;
-  // Per warp, the collective its first waiting lane waits in, and whether a lane waiting since
-  // then waits in another one (mixed); reset when no lane waits. While not mixed, every waiting
-  // lane waits in the same collective, and completing it needs no look at each lane's.
-  struct WarpWait {
-    uint32_t mask;
-    bool mixed;
-    const char* kind;
-  };
-  std::unique_ptr<WarpWait[]> warp_wait;
-  Barrier barriers[16];
-  int exited = 0;
-  unsigned char* smem = nullptr;
-  size_t smem_bytes = 0;
-  // The whole allocation around smem: the slack before and after it is out of bounds.
-  unsigned char* storage_lo = nullptr;
-  unsigned char* storage_hi = nullptr;
-  // Per 4-byte word of smem, the last plain store: (thread + 1) << 32 | its visible_epoch then;
-  // tracked only in an instrumented kernel (track_stores).
-  std::vector<uint64_t> stores;
-  bool tracking = false;
-  // The launch came from an instrumented translation unit (simt::launch's `instrumented`): only
-  // then is every plain store seen, and tracking may start. A plain kernel can still call an
-  // instrumented helper (an inline function the linker took from the instrumented copy), whose
-  // accesses must not start tracking what the kernel's own plain stores never report.
-  bool instrumented = false;
-  // Per 16-byte chunk of smem, the cp.async in flight into it (thread -1: none).
-  struct Pending {
-    const char* file;
-    uint32_t line;
-    int tid;
-    const std::string* via;  // the mbarrier it lands through, or null: its issuer's wait_group
-  };
-  std::vector<Pending> pending;
-  uint3 idx{};
-  int wake_min = 0;  // lowest thread made runnable since the greedy scheduler last looked
-  // The scheduler's position, shared with suspend(), which switches straight to the thread the
-  // scheduler would resume next: the round's order (forward, reverse, random) and the next entry
-  // of it to look at; greedy keeps none.
-  Schedule::Order order = Schedule::Order::forward;
-  std::vector<int> round;
-  size_t round_pos = 0;
-  std::unique_ptr<BlockExtension> ext;  // Hopper emulation state (sm90.cpp), if the kernel uses it
-  // Vector clocks (ordering_enabled): thread tid's is clocks[tid * nthreads ..], entry u the
-  // latest event of thread u known to it. One accumulating clock per barrier id.
-  std::vector<int32_t> clocks;
-  SyncClock barrier_clocks[16];
-  // Per 16-byte chunk of smem: 1 once anything wrote it since the block started (mark_written).
-  std::vector<uint8_t> written;
-  Context sched;  // the scheduler, while a CUDA thread runs
-  // Per thread, in arrays of their own (a collective's completion and every switch read them for
-  // 32 threads: dense, they stay in the L1 cache where the threads' own state does not):
-  std::unique_ptr<Context[]> contexts;  // the thread while it does not run
-  std::unique_ptr<uint8_t[]> ready;     // 1: may run (not waiting, not exited)
-  // The collective a thread waits in, when its wait is Wait::collective.
-  struct CollectiveWait {
-    uint32_t mask;
-    const char* kind;
-    CollectiveFn fn;
-  };
-  std::unique_ptr<CollectiveWait[]> coll;
-  const std::function<void()>* body = nullptr;
-};
-
-thread_local Block* t_block = nullptr;
-thread_local Thread* t_thread = nullptr;
 
 // Makes `t` the CUDA thread this OS thread runs next.
 void set_current(Thread& t) {
@@ -206,68 +94,6 @@ void install_fault_handler() {
       sigaction(sig, &sa, nullptr);
     }
   });
-}
-
-void woke(Block& blk, int tid) {
-  blk.wake_min = std::min(blk.wake_min, tid);
-}
-
-Thread& current_thread() {
-  return *t_thread;
-}
-
-std::string loc_of(const char* name, unsigned line) {
-  std::string file = name;
-  if (auto slash = file.rfind('/'); slash != std::string::npos && slash > 0) {
-    // Keep "dir/file.cu" so that the step is visible.
-    auto prev = file.rfind('/', slash - 1);
-    file = file.substr(prev == std::string::npos ? 0 : prev + 1);
-  }
-  return file + ":" + std::to_string(line);
-}
-
-std::string loc(const simt::where_t& w) {
-  return loc_of(w.file_name(), w.line());
-}
-
-std::string block_name(const uint3& b) {
-  return "block (" + std::to_string(b.x) + "," + std::to_string(b.y) + "," + std::to_string(b.z) +
-         ")";
-}
-
-std::string thread_name(const ThreadIds& t) {
-  return block_name(t.block_idx) + " thread (" + std::to_string(t.thread_idx.x) + "," +
-         std::to_string(t.thread_idx.y) + "," + std::to_string(t.thread_idx.z) + ")";
-}
-
-std::string hex(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
-
-// How a pending cp.async copy lands, for a report of a read before it did.
-std::string landing_hint(const Block::Pending& q) {
-  if (q.via)
-    return " (it lands when " + *q.via +
-           " completes the phase its issuer's cp.async.mbarrier.arrive.noinc arrived on: a "
-           "missing wait on that mbarrier, a wait on the wrong parity, or an arrival count that "
-           "lets the phase complete before this copy's arrival)";
-  return " (a copy lands at its issuer's cp.async.wait_group, and other threads need a barrier "
-         "after that)";
-}
-
-// "0-31, 40, 42-44"
-std::string ranges(const std::vector<int>& ids) {
-  std::string s;
-  for (size_t i = 0; i < ids.size();) {
-    size_t j = i;
-    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    s += (s.empty() ? "" : ", ") + std::to_string(ids[i]) +
-         (j > i ? "-" + std::to_string(ids[j]) : std::string());
-    i = j + 1;
-  }
-  return s;
 }
 
 // The thread the scheduler would resume next after `t` stopped running without exiting or
@@ -354,61 +180,6 @@ bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, Collect
   woke(blk, warp * 32 + std::countr_zero(arrived));
   blk.collective_lanes[warp] &= ~arrived;
   return true;
-}
-
-// ---- Deadlock report
-// ------------------------------------------------------------------------------
-
-std::string describe_wait(const Block& blk, const Thread& t) {
-  if (t.done) return "exited";
-  if (blk.ready[t.tid]) return "runnable";
-  switch (t.wait) {
-    case Wait::barrier: {
-      const Barrier& b = blk.barriers[t.barrier_id];
-      return std::string("wait at ") + t.what + " (" + loc(t.where) + "), barrier " +
-             std::to_string(t.barrier_id) + ": " + std::to_string(b.arrived) + " of " +
-             std::to_string(b.count) + " threads arrived";
-    }
-    case Wait::collective: {
-      std::vector<int> missing;
-      const int warp = t.ids.warp;
-      const Block::CollectiveWait& c = blk.coll[t.tid];
-      for (int lane = 0; lane < 32; ++lane) {
-        if (!(c.mask >> lane & 1u)) continue;
-        const int tid = warp * 32 + lane;
-        if (tid >= blk.nthreads) continue;
-        const Thread& x = blk.threads[tid];
-        if (x.done || blk.ready[tid] || x.wait != Wait::collective ||
-            blk.coll[tid].mask != c.mask || blk.coll[tid].kind != c.kind)
-          missing.push_back(lane);
-      }
-      return std::string("wait in ") + c.kind + "(mask " + hex(c.mask) + ") at " + loc(t.where) +
-             "; lanes not there: " + (missing.empty() ? "none" : ranges(missing));
-    }
-    case Wait::predicate: return std::string("wait for ") + t.what + " at " + loc(t.where);
-    case Wait::none: break;
-  }
-  return "runnable";
-}
-
-std::string deadlock_report(const Block& blk) {
-  std::ostringstream os;
-  os << "deadlock in " << block_name(blk.idx) << ": no thread can make progress";
-  std::string prev;
-  std::vector<int> group;
-  auto flush = [&] {
-    if (!group.empty()) os << "\n  threads " << ranges(group) << ": " << prev;
-    group.clear();
-  };
-  for (int tid = 0; tid < blk.nthreads; ++tid) {
-    const std::string d = describe_wait(blk, blk.threads[tid]);
-    if (d != prev) flush();
-    prev = d;
-    group.push_back(tid);
-  }
-  flush();
-  if (blk.ext) os << blk.ext->describe();
-  return os.str();
 }
 
 // ---- Thread exit --------------------------------------------------------------------------------
@@ -872,36 +643,6 @@ void acquire_from(const SyncClock& c) {
   acquire_into(*t_block, t_current->tid, c);
 }
 
-// ---- Shared memory written
-// -----------------------------------------------------------------------
-
-void mark_written(size_t offset, size_t bytes) {
-  Block& blk = *t_block;
-  for (size_t c = offset / 16; c <= (offset + bytes - 1) / 16 && c < blk.written.size(); ++c)
-    blk.written[c] = 1;
-}
-
-namespace {
-[[gnu::always_inline]] inline bool written_all(const Block& blk, size_t offset, size_t bytes) {
-  for (size_t c = offset / 16; c <= (offset + bytes - 1) / 16 && c < blk.written.size(); ++c)
-    if (!blk.written[c]) return false;
-  return true;
-}
-}  // namespace
-
-bool ever_written(size_t offset, size_t bytes) {
-  return written_all(*t_block, offset, bytes);
-}
-
-bool stores_tracked() {
-  return !t_block->stores.empty();
-}
-
-void async_via_mbarrier(const void* dst, const std::string* via) {
-  Block& blk = *t_block;
-  blk.pending[size_t(static_cast<const unsigned char*>(dst) - blk.smem) / 16].via = via;
-}
-
 BlockExtension* block_extension() {
   return t_block->ext.get();
 }
@@ -949,120 +690,6 @@ void refresh_stack_bounds() {
   t_stack_lo = t_stack_hi - t_thread->stack.size;
 }
 
-void track_stores() {
-  t_stores_decided = true;
-  Block& blk = *t_block;
-  if (blk.tracking || !blk.instrumented) return;
-  blk.stores.assign((blk.smem_bytes + 3) / 4 + 1, 0);
-  blk.tracking = true;
-}
-
-bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) {
-  Block& blk = *t_block;
-  const auto lo = reinterpret_cast<uintptr_t>(blk.storage_lo);
-  const auto hi = reinterpret_cast<uintptr_t>(blk.storage_hi);
-  if (a + bytes <= lo || a >= hi) return false;
-  const auto s = reinterpret_cast<uintptr_t>(blk.smem);
-  const char* kind = write ? "write" : "read";
-  if (!t_stores_decided) track_stores();     // (an instrumented kernel called it on entry)
-  const bool tracked = !blk.stores.empty();  // not in a plain kernel's instrumented helper
-  if (a < s || a + bytes > s + blk.smem_bytes) {
-    const long long off = static_cast<long long>(a) - static_cast<long long>(s);
-    problem = "out-of-bounds shared-memory " + std::string(kind) + " of " + std::to_string(bytes) +
-              " bytes at offset " + std::to_string(off) + " of the block's " +
-              std::to_string(blk.smem_bytes) + " bytes of dynamic shared memory";
-    return true;
-  }
-  if (!write) {
-    for (size_t c = (a - s) / 16; c <= (a - s + bytes - 1) / 16; ++c)
-      if (const Block::Pending& q = blk.pending[c]; q.tid >= 0) {
-        problem = "read of shared memory (offset " + std::to_string(a - s) +
-                  ") while the cp.async that thread " + std::to_string(q.tid) +
-                  " issued into it at " + loc_of(q.file, q.line) + " has not landed" +
-                  landing_hint(q);
-        return true;
-      }
-    if (tracked && !written_all(blk, a - s, bytes)) {
-      problem = "read of shared memory (offset " + std::to_string(a - s) +
-                ") that nothing has written since the block started (it holds the start-up "
-                "poison: a wrong buffer, stage or offset?)";
-      return true;
-    }
-  }
-  if (!tracked) return true;
-  const ThreadIds& me = *t_current;
-  const size_t w0 = (a - s) / 4, w1 = (a - s + bytes - 1) / 4;
-  for (size_t w = w0; w <= w1; ++w) {
-    if (write) {
-      blk.stores[w] = uint64_t(me.tid + 1) << 32 | me.visible_epoch;
-      blk.written[w / 4] = 1;
-      continue;
-    }
-    const uint64_t last = blk.stores[w];
-    if (last == 0) continue;
-    const int writer = static_cast<int>(last >> 32) - 1;
-    if (writer == me.tid || writer / 32 != me.warp) continue;
-    if (blk.threads[writer].ids.visible_epoch != static_cast<uint32_t>(last)) continue;
-    problem = "read of shared memory (offset " + std::to_string(w * 4) + ") that lane " +
-              std::to_string(writer % 32) +
-              " of the same warp stored with no __syncwarp, "
-              "barrier or fence since: its store need not be visible to lane " +
-              std::to_string(me.lane) + " (a shuffle or vote does not order memory)";
-    return true;
-  }
-  return true;
-}
-
-void async_issued(const void* dst, const simt::where_t& where) {
-  Block& blk = *t_block;
-  const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
-  blk.pending[off / 16] = {where.file_name(), where.line(), t_current->tid, nullptr};
-}
-
-void async_landed(const void* dst) {
-  Block& blk = *t_block;
-  const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
-  blk.pending[off / 16].tid = -1;
-  blk.written[off / 16] = 1;
-  if (!blk.stores.empty())
-    for (size_t w = off / 4; w < off / 4 + 4 && w < blk.stores.size(); ++w) blk.stores[w] = 0;
-}
-
-namespace {
-[[noreturn, gnu::noinline, gnu::cold]] void pending_read(const Block::Pending& q, size_t off,
-                                                         size_t bytes, const char* what,
-                                                         const simt::where_t& where) {
-  fail(std::string(what) + " at " + loc(where) + " reads shared memory bytes " +
-       std::to_string(off) + ".." + std::to_string(off + bytes - 1) +
-       " while the cp.async that thread " + std::to_string(q.tid) + " issued into them at " +
-       loc_of(q.file, q.line) + " has not landed" + landing_hint(q));
-}
-[[noreturn, gnu::noinline, gnu::cold]] void unordered_collective_read(size_t off, int writer,
-                                                                      const char* what,
-                                                                      const simt::where_t& where) {
-  fail(std::string(what) + " at " + loc(where) + " reads shared memory bytes " +
-       std::to_string(off) + ".." + std::to_string(off + 15) + ", which lane " +
-       std::to_string(writer % 32) +
-       " of the same warp stored with no __syncwarp, barrier or fence since: the instruction "
-       "hands every row to all 32 lanes, and nothing makes that store visible to them");
-}
-[[noreturn, gnu::noinline, gnu::cold]] void unwritten_read(size_t off, const char* what,
-                                                           const simt::where_t& where) {
-  fail(std::string(what) + " at " + loc(where) + " reads shared memory bytes " +
-       std::to_string(off) + ".." + std::to_string(off + 15) +
-       ", which nothing has written since the block started (they hold the start-up poison: a "
-       "wrong buffer, ring stage or offset?)");
-}
-}  // namespace
-
-void check_not_pending(const void* p, size_t bytes, const char* what, const simt::where_t& where) {
-  const Block& blk = *t_block;
-  const size_t off = static_cast<const unsigned char*>(p) - blk.smem;
-  for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
-    if (const Block::Pending& q = blk.pending[c]; q.tid >= 0) [[unlikely]]
-      pending_read(q, off, bytes, what, where);
-}
-
 void fail_no_unwind(const std::string& what) {
   Thread& t = current_thread();
   t.error = std::make_exception_ptr(KernelError(what));
@@ -1070,59 +697,6 @@ void fail_no_unwind(const std::string& what) {
   t_block->ready[t.tid] = 0;
   switch_context(t_block->contexts[t.tid], t_block->sched);
   std::abort();  // never resumed
-}
-
-std::string short_location(const char* file, unsigned line) {
-  return loc_of(file, line);
-}
-
-namespace {
-[[noreturn, gnu::noinline, gnu::cold]] void not_shared(size_t smem_bytes, const char* what,
-                                                       const simt::where_t& where) {
-  fail(std::string(what) + " at " + loc(where) + ": address is not inside the block's " +
-       std::to_string(smem_bytes) + " bytes of shared memory");
-}
-[[noreturn, gnu::noinline, gnu::cold]] void misaligned_shared(size_t align, const char* what,
-                                                              const simt::where_t& where) {
-  fail(std::string(what) + " at " + loc(where) + ": shared address not " + std::to_string(align) +
-       "-byte aligned");
-}
-}  // namespace
-
-void check_shared_read16(const void* p, const char* what, const simt::where_t& where) {
-  const auto* c = static_cast<const unsigned char*>(p);
-  const Block& blk = *t_block;
-  if (c < blk.smem || c + 16 > blk.smem + blk.smem_bytes) [[unlikely]]
-    not_shared(blk.smem_bytes, what, where);
-  if (reinterpret_cast<uintptr_t>(c) % 16 != 0) [[unlikely]]
-    misaligned_shared(16, what, where);
-  const size_t off = c - blk.smem;
-  if (const Block::Pending& q = blk.pending[off / 16]; q.tid >= 0) [[unlikely]]
-    pending_read(q, off, 16, what, where);
-  // Only where every store is seen (the instrumented build) is an unwritten chunk known, and the
-  // lane that stored each word. A warp collective (ldmatrix) gives each row to every lane: a
-  // store by any lane of this warp, the supplying lane's own included, must be ordered before it.
-  if (!blk.tracking) return;
-  if (!blk.written[off / 16]) [[unlikely]]
-    unwritten_read(off, what, where);
-  for (size_t w = off / 4; w < off / 4 + 4; ++w) {
-    const uint64_t last = blk.stores[w];
-    if (last == 0) continue;
-    const int writer = static_cast<int>(last >> 32) - 1;
-    if (writer / 32 == t_current->warp &&
-        blk.threads[writer].ids.visible_epoch == static_cast<uint32_t>(last)) [[unlikely]]
-      unordered_collective_read(off, writer, what, where);
-  }
-}
-
-void check_shared(const void* p, size_t bytes, size_t align, const char* what,
-                  const simt::where_t& where) {
-  const auto* c = static_cast<const unsigned char*>(p);
-  const Block& blk = *t_block;
-  if (c < blk.smem || c + bytes > blk.smem + blk.smem_bytes) [[unlikely]]
-    not_shared(blk.smem_bytes, what, where);
-  if (reinterpret_cast<uintptr_t>(c) % align != 0) [[unlikely]]
-    misaligned_shared(align, what, where);
 }
 
 }  // namespace detail
