@@ -101,6 +101,8 @@ struct Block {
     const std::string* via;  // the mbarrier it lands through, or null: its issuer's wait_group
   };
   std::vector<Pending> pending;
+  std::vector<uint8_t> in_flight;  // per chunk: 1 while pending[chunk] holds a copy (the checks
+                                   // read this, small enough to stay in the L1 cache)
   uint3 idx{};
   int wake_min = 0;  // lowest thread made runnable since the greedy scheduler last looked
   // The scheduler's position, shared with suspend(), which switches straight to the thread the

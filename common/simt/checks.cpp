@@ -122,17 +122,27 @@ std::vector<std::string> lines_of(const std::vector<uintptr_t>& pcs) {
   std::_Exit(1);
 }
 
+// What check_access reports, out of its way.
+[[gnu::noinline, gnu::cold]] std::string misaligned(size_t bytes, bool write) {
+  return "misaligned " + std::to_string(bytes) + "-byte " + (write ? "store" : "load");
+}
+[[gnu::noinline, gnu::cold]] std::string out_of_bounds(const void* p, size_t bytes, bool write) {
+  return std::string("out-of-bounds ") + (write ? "write: " : "read: ") +
+         simt::check_device_access(p, bytes);
+}
+
 [[gnu::noinline]] void check_access(const void* p, size_t bytes, bool write, bool aligned,
                                     const void* pc) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   std::string problem;
   bool shared = false;
-  if (aligned && a % bytes != 0)
-    problem = "misaligned " + std::to_string(bytes) + "-byte " + (write ? "store" : "load");
+  if (aligned && a % bytes != 0) [[unlikely]]
+    problem = misaligned(bytes, write);
   else if (!(shared = shared_access(a, bytes, write, problem)) && !simt::device_access_ok(p, bytes))
-    problem = std::string("out-of-bounds ") + (write ? "write: " : "read: ") +
-              simt::check_device_access(p, bytes);
-  if (!problem.empty()) report(problem, pc);
+      [[unlikely]]
+    problem = out_of_bounds(p, bytes, write);
+  if (!problem.empty()) [[unlikely]]
+    report(problem, pc);
   if (counters::active()) {
     using counters::hook::Kind;
     BufferSpan buffer;

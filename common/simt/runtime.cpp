@@ -309,6 +309,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   t_stores_decided = false;
   blk.instrumented = L.instrumented;
   blk.pending.assign((L.smem_bytes + 15) / 16, Block::Pending{nullptr, 0, -1, nullptr});
+  blk.in_flight.assign((L.smem_bytes + 15) / 16, 0);
   blk.written.assign((L.smem_bytes + 15) / 16, 0);
   blk.clocks.clear();
   for (SyncClock& c : blk.barrier_clocks) c.clear();

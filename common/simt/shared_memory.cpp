@@ -43,57 +43,77 @@ void track_stores() {
   blk.tracking = true;
 }
 
+namespace {
+// What shared_access reports, out of its way (it runs on every shared access of an instrumented
+// kernel, and a small frame keeps it quick).
+[[gnu::noinline, gnu::cold]] std::string out_of_bounds(long long off, size_t bytes, bool write,
+                                                       size_t smem_bytes) {
+  return "out-of-bounds shared-memory " + std::string(write ? "write" : "read") + " of " +
+         std::to_string(bytes) + " bytes at offset " + std::to_string(off) + " of the block's " +
+         std::to_string(smem_bytes) + " bytes of dynamic shared memory";
+}
+[[gnu::noinline, gnu::cold]] std::string read_in_flight(size_t off, const Block::Pending& q) {
+  return "read of shared memory (offset " + std::to_string(off) +
+         ") while the cp.async that thread " + std::to_string(q.tid) + " issued into it at " +
+         loc_of(q.file, q.line) + " has not landed" + landing_hint(q);
+}
+[[gnu::noinline, gnu::cold]] std::string read_unwritten(size_t off) {
+  return "read of shared memory (offset " + std::to_string(off) +
+         ") that nothing has written since the block started (it holds the start-up "
+         "poison: a wrong buffer, stage or offset?)";
+}
+[[gnu::noinline, gnu::cold]] std::string read_unordered(size_t word, int writer, int lane) {
+  return "read of shared memory (offset " + std::to_string(word * 4) + ") that lane " +
+         std::to_string(writer % 32) +
+         " of the same warp stored with no __syncwarp, "
+         "barrier or fence since: its store need not be visible to lane " +
+         std::to_string(lane) + " (a shuffle or vote does not order memory)";
+}
+}  // namespace
+
 bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) {
   Block& blk = *t_block;
   const auto lo = reinterpret_cast<uintptr_t>(blk.storage_lo);
   const auto hi = reinterpret_cast<uintptr_t>(blk.storage_hi);
   if (a + bytes <= lo || a >= hi) return false;
   const auto s = reinterpret_cast<uintptr_t>(blk.smem);
-  const char* kind = write ? "write" : "read";
   if (!t_stores_decided) track_stores();     // (an instrumented kernel called it on entry)
   const bool tracked = !blk.stores.empty();  // not in a plain kernel's instrumented helper
-  if (a < s || a + bytes > s + blk.smem_bytes) {
-    const long long off = static_cast<long long>(a) - static_cast<long long>(s);
-    problem = "out-of-bounds shared-memory " + std::string(kind) + " of " + std::to_string(bytes) +
-              " bytes at offset " + std::to_string(off) + " of the block's " +
-              std::to_string(blk.smem_bytes) + " bytes of dynamic shared memory";
+  if (a < s || a + bytes > s + blk.smem_bytes) [[unlikely]] {
+    problem = out_of_bounds(static_cast<long long>(a) - static_cast<long long>(s), bytes, write,
+                            blk.smem_bytes);
     return true;
   }
+  const size_t off = a - s;
   if (!write) {
-    for (size_t c = (a - s) / 16; c <= (a - s + bytes - 1) / 16; ++c)
-      if (const Block::Pending& q = blk.pending[c]; q.tid >= 0) {
-        problem = "read of shared memory (offset " + std::to_string(a - s) +
-                  ") while the cp.async that thread " + std::to_string(q.tid) +
-                  " issued into it at " + loc_of(q.file, q.line) + " has not landed" +
-                  landing_hint(q);
+    for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
+      if (blk.in_flight[c]) [[unlikely]] {
+        problem = read_in_flight(off, blk.pending[c]);
         return true;
       }
-    if (tracked && !written_all(blk, a - s, bytes)) {
-      problem = "read of shared memory (offset " + std::to_string(a - s) +
-                ") that nothing has written since the block started (it holds the start-up "
-                "poison: a wrong buffer, stage or offset?)";
+    if (tracked && !written_all(blk, off, bytes)) [[unlikely]] {
+      problem = read_unwritten(off);
       return true;
     }
   }
   if (!tracked) return true;
   const ThreadIds& me = *t_current;
-  const size_t w0 = (a - s) / 4, w1 = (a - s + bytes - 1) / 4;
-  for (size_t w = w0; w <= w1; ++w) {
-    if (write) {
-      blk.stores[w] = uint64_t(me.tid + 1) << 32 | me.visible_epoch;
+  const size_t w0 = off / 4, w1 = (off + bytes - 1) / 4;
+  if (write) {
+    const uint64_t mine = uint64_t(me.tid + 1) << 32 | me.visible_epoch;
+    for (size_t w = w0; w <= w1; ++w) {
+      blk.stores[w] = mine;
       blk.written[w / 4] = 1;
-      continue;
     }
+    return true;
+  }
+  for (size_t w = w0; w <= w1; ++w) {
     const uint64_t last = blk.stores[w];
     if (last == 0) continue;
     const int writer = static_cast<int>(last >> 32) - 1;
     if (writer == me.tid || writer / 32 != me.warp) continue;
     if (blk.threads[writer].ids.visible_epoch != static_cast<uint32_t>(last)) continue;
-    problem = "read of shared memory (offset " + std::to_string(w * 4) + ") that lane " +
-              std::to_string(writer % 32) +
-              " of the same warp stored with no __syncwarp, "
-              "barrier or fence since: its store need not be visible to lane " +
-              std::to_string(me.lane) + " (a shuffle or vote does not order memory)";
+    problem = read_unordered(w, writer, me.lane);
     return true;
   }
   return true;
@@ -103,12 +123,14 @@ void async_issued(const void* dst, const simt::where_t& where) {
   Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
   blk.pending[off / 16] = {where.file_name(), where.line(), t_current->tid, nullptr};
+  blk.in_flight[off / 16] = 1;
 }
 
 void async_landed(const void* dst) {
   Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
   blk.pending[off / 16].tid = -1;
+  blk.in_flight[off / 16] = 0;
   blk.written[off / 16] = 1;
   if (!blk.stores.empty())
     for (size_t w = off / 4; w < off / 4 + 4 && w < blk.stores.size(); ++w) blk.stores[w] = 0;
@@ -145,8 +167,8 @@ void check_not_pending(const void* p, size_t bytes, const char* what, const simt
   const Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(p) - blk.smem;
   for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
-    if (const Block::Pending& q = blk.pending[c]; q.tid >= 0) [[unlikely]]
-      pending_read(q, off, bytes, what, where);
+    if (blk.in_flight[c]) [[unlikely]]
+      pending_read(blk.pending[c], off, bytes, what, where);
 }
 
 namespace {
@@ -170,8 +192,8 @@ void check_shared_read16(const void* p, const char* what, const simt::where_t& w
   if (reinterpret_cast<uintptr_t>(c) % 16 != 0) [[unlikely]]
     misaligned_shared(16, what, where);
   const size_t off = c - blk.smem;
-  if (const Block::Pending& q = blk.pending[off / 16]; q.tid >= 0) [[unlikely]]
-    pending_read(q, off, 16, what, where);
+  if (blk.in_flight[off / 16]) [[unlikely]]
+    pending_read(blk.pending[off / 16], off, 16, what, where);
   // Only where every store is seen (the instrumented build) is an unwritten chunk known, and the
   // lane that stored each word. A warp collective (ldmatrix) gives each row to every lane: a
   // store by any lane of this warp, the supplying lane's own included, must be ordered before it.
