@@ -133,15 +133,25 @@ class FirstHour(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             unmarked = Path(tmp) / "unmarked.txt"
             unmarked.write_text("no markers here\n")
-            for script, readme in (("edit_loop.py", unmarked), ("first_result.py", unmarked),
-                                   ("cpu_speed.py", Path(tmp) / "missing.txt"),
-                                   ("test_times.py", unmarked)):
+            missing = Path(tmp) / "missing.txt"
+            for script, readme, *more in (
+                    ("edit_loop.py", unmarked), ("first_result.py", unmarked),
+                    ("cpu_speed.py", missing), ("cpu_speed.py", unmarked, "--counters"),
+                    ("cpu_speed.py", unmarked, "--against", tmp), ("test_times.py", unmarked)):
                 r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--readme",
-                                    str(readme)], capture_output=True, text=True, timeout=20)
+                                    str(readme), *more], capture_output=True, text=True,
+                                   timeout=20)
                 self.assertEqual(r.returncode, 2, script)
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
                 self.assertIn(str(readme), r.stderr)
                 self.assertEqual(r.stdout, "", script)
+
+    def test_cpu_speed_takes_one_report_at_a_time(self):
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "cpu_speed.py"), "--counters",
+                            "--against", str(BUILD)], capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.strip().splitlines(), [
+            "cpu_speed: --counters and --against are two reports: pick one"])
 
     def test_no_exercise_shows_its_answer_outside_its_blanks(self):
         # step4_p_fragments gave its answer away in the dropout lines below the blank.
