@@ -45,6 +45,20 @@ __global__ void restore_then_ldmatrix(uint32_t* out, int sync) {
   out[threadIdx.x] = r[0];
 }
 
+// 32 threads store words 0..31 of shared memory; then thread 0 copies in[0..3] over words 0..3
+// with cp.async and reads word 0: after its cp.async.wait_group (wait 1), or while the copy is in
+// flight (wait 0), into memory that was written before (so not a read of the start-up poison).
+__global__ void refill_then_read(const float* in, float* out, int wait) {
+  float* s = attn::shared_memory<float>();
+  s[threadIdx.x] = 0.0f;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  attn::cp_async_16(s, in, 16);
+  attn::cp_async_commit();
+  if (wait) attn::cp_async_wait<0>();
+  out[0] = s[0];
+}
+
 // Reads in[i] for i in [first, first + blockDim.x): before the buffer when first < 0.
 __global__ void global_read(const float* in, float* out, int first) {
   out[threadIdx.x] = in[first + static_cast<int>(threadIdx.x)];
@@ -64,6 +78,9 @@ void touch_shared(int word) {
 
 void run_unwritten_read(float* out, int which) {
   attn::launch(unwritten_read, {dim3(1), dim3(32), 128 * sizeof(float)}, out, which);
+}
+void run_refill_then_read(const float* in, float* out, int wait) {
+  attn::launch(refill_then_read, {dim3(1), dim3(32), 32 * sizeof(float)}, in, out, wait);
 }
 void run_restore_then_ldmatrix(uint32_t* out, int sync) {
   attn::launch(restore_then_ldmatrix, {dim3(1), dim3(32), 32 * sizeof(uint32_t)}, out, sync);

@@ -306,6 +306,7 @@ TEST_CASE("intra-warp ordering: step3 without its __syncwarp before the P V loop
 
 namespace instrumented {
 void run_unwritten_read(float* out, int which);
+void run_refill_then_read(const float* in, float* out, int wait);
 void run_shared_access(float* out, int words, int read);
 void run_global_read(const float* in, float* out, int n, int first);
 void run_count(int* counter, unsigned* bits, int threads);
@@ -414,4 +415,17 @@ TEST_CASE("instrumented: a shared-memory read of what nothing wrote is reported"
   CHECK_THROWS_WITH(instrumented::run_unwritten_read(out.ptr, 2),
                     Catch::Contains("ldmatrix at tests/instrumented_kernels.cpp:") &&
                         Catch::Contains("which nothing has written since the block started"));
+}
+
+TEST_CASE(
+    "instrumented: a plain read of shared memory that a cp.async still copies into is reported",
+    "[instrumented]") {
+  attn_test::DeviceBuf<float> in(4, "in"), out(1, "out");
+  for (int i = 0; i < 4; ++i) in.ptr[i] = float(i + 7);
+  instrumented::run_refill_then_read(in.ptr, out.ptr, 1);
+  CHECK(out.ptr[0] == 7.0f);
+  CHECK_THROWS_WITH(instrumented::run_refill_then_read(in.ptr, out.ptr, 0),
+                    Catch::Contains("read of shared memory (offset 0) while the cp.async that "
+                                    "thread 0 issued into it at tests/instrumented_kernels.cpp:") &&
+                        Catch::Contains("has not landed"));
 }

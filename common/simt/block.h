@@ -146,8 +146,39 @@ inline void woke(Block& blk, int tid) {
   blk.wake_min = std::min(blk.wake_min, tid);
 }
 
-// ---- What errors say (report.cpp)
-// ----------------------------------------------------------------
+// The usual case of shared_access (runtime.h), inline for the instrumented build's every access:
+// an access inside the block's dynamic shared memory, in a kernel whose stores are tracked, that
+// breaks no rule. A store is recorded. Returns false, having changed nothing, in every other case,
+// for shared_access to decide and to say what is wrong.
+[[gnu::always_inline]] inline bool shared_access_fine(uintptr_t a, size_t bytes, bool write) {
+  Block& blk = *t_block;
+  const auto s = reinterpret_cast<uintptr_t>(blk.smem);
+  if (!t_stores_decided || blk.stores.empty() || a < s || a + bytes > s + blk.smem_bytes)
+    return false;
+  const size_t off = a - s;
+  const ThreadIds& me = *t_current;
+  if (write) {
+    const uint64_t mine = uint64_t(me.tid + 1) << 32 | me.visible_epoch;
+    for (size_t w = off / 4; w <= (off + bytes - 1) / 4; ++w) {
+      blk.stores[w] = mine;
+      blk.written[w / 4] = 1;
+    }
+    return true;
+  }
+  for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
+    if (blk.in_flight[c] || !blk.written[c]) return false;
+  for (size_t w = off / 4; w <= (off + bytes - 1) / 4; ++w) {
+    const uint64_t last = blk.stores[w];
+    if (last == 0) continue;
+    const int writer = static_cast<int>(last >> 32) - 1;
+    if (writer != me.tid && writer / 32 == me.warp &&
+        blk.threads[writer].ids.visible_epoch == static_cast<uint32_t>(last))
+      return false;
+  }
+  return true;
+}
+
+// ---- What errors say (report.cpp) ---------------------------------------------------------------
 
 // "dir/file.cu:line": the file with its directory, so that the step is visible.
 std::string loc_of(const char* name, unsigned line);

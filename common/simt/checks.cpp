@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/simt/block.h"
 #include "common/simt/counters.h"
 #include "common/simt/memory.h"
 #include "common/simt/runtime.h"
@@ -158,12 +159,18 @@ std::vector<std::string> lines_of(const std::vector<uintptr_t>& pcs) {
 // Every load and store of an instrumented kernel. Most are to the fiber's own stack, or to the
 // emulator's own state that the kernel's inline helpers read (the current thread's ids): neither
 // shared nor device memory, so only their alignment is checked, inline, and nothing is counted.
+// Shared memory's usual case is decided inline too, when nothing is counted.
 inline void access(const void* p, size_t bytes, bool write, bool aligned, const void* pc) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   if (!in_kernel()) return;
-  if (!(aligned && a % bytes != 0) &&
-      (on_own_stack(a, bytes) || (!touches_shared(a, bytes) && simt::in_device_gap(a, bytes))))
-    return;
+  if (!(aligned && a % bytes != 0)) {
+    if (on_own_stack(a, bytes)) return;
+    if (touches_shared(a, bytes)) {
+      if (!counters::active() && shared_access_fine(a, bytes, write)) return;
+    } else if (simt::in_device_gap(a, bytes)) {
+      return;
+    }
+  }
   check_access(p, bytes, write, aligned, pc);
 }
 
