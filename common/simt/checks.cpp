@@ -5,9 +5,9 @@
 // linked without their runtimes: the calls the compiler inserts land here instead.
 //   - ThreadSanitizer's instrumentation calls __tsan_read<N>/__tsan_write<N>(address) before every
 //     load and store the optimiser keeps in memory. Each access is checked against the block's
-//     shared memory (bounds, and the intra-warp store visibility of runtime.cpp) and against the
-//     device allocations' guard zones (memory.cpp). Accesses to anything else (the fiber's stack,
-//     host memory) are not checked.
+//     shared memory (bounds, and the intra-warp store visibility of shared_memory.cpp) and against
+//     the device allocations' guard zones (memory.cpp). Accesses to anything else (the fiber's
+//     stack, host memory) are not checked.
 //   - UBSan's alignment check calls __ubsan_handle_type_mismatch_v1_abort when a pointer is
 //     dereferenced at an address not aligned for its type (a float4 load from an 8-byte aligned
 //     address), before the access happens.
@@ -202,7 +202,7 @@ extern "C" {
 // The instrumented module's constructor: nothing to do (see __tsan_func_entry).
 void __tsan_init() {}
 // Every instrumented function calls this on entry, the kernel first: from then on the block's
-// shared-memory stores are tracked (runtime.cpp), before its first access.
+// shared-memory stores are tracked (shared_memory.cpp), before its first access.
 void __tsan_func_entry(void*) {
   if (simt::detail::in_kernel() && !simt::detail::t_stores_decided) simt::detail::track_stores();
 }
