@@ -149,7 +149,7 @@ inline void woke(Block& blk, int tid) {
 // The usual case of shared_access (runtime.h), inline for the instrumented build's every access:
 // an access inside the block's dynamic shared memory, in a kernel whose stores are tracked, that
 // breaks no rule. A store is recorded. Returns false, having changed nothing, in every other case,
-// for shared_access to decide and to say what is wrong.
+// for shared_access (which asks it first too) to decide and to say what is wrong.
 [[gnu::always_inline]] inline bool shared_access_fine(uintptr_t a, size_t bytes, bool write) {
   Block& blk = *t_block;
   const auto s = reinterpret_cast<uintptr_t>(blk.smem);

@@ -76,38 +76,31 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
   const auto lo = reinterpret_cast<uintptr_t>(blk.storage_lo);
   const auto hi = reinterpret_cast<uintptr_t>(blk.storage_hi);
   if (a + bytes <= lo || a >= hi) return false;
+  if (!t_stores_decided) track_stores();  // (an instrumented kernel called it on entry)
+  if (shared_access_fine(a, bytes, write)) return true;  // the usual case, a store recorded
+  // Not fine: out of bounds, a rule broken (say which), or stores not tracked (a plain kernel's
+  // instrumented helper: only the bounds and copies in flight can be checked).
   const auto s = reinterpret_cast<uintptr_t>(blk.smem);
-  if (!t_stores_decided) track_stores();     // (an instrumented kernel called it on entry)
-  const bool tracked = !blk.stores.empty();  // not in a plain kernel's instrumented helper
-  if (a < s || a + bytes > s + blk.smem_bytes) [[unlikely]] {
+  if (a < s || a + bytes > s + blk.smem_bytes) {
     problem = out_of_bounds(static_cast<long long>(a) - static_cast<long long>(s), bytes, write,
                             blk.smem_bytes);
     return true;
   }
+  const bool tracked = !blk.stores.empty();
+  if (write) return true;
   const size_t off = a - s;
-  if (!write) {
-    for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
-      if (blk.in_flight[c]) [[unlikely]] {
-        problem = read_in_flight(off, blk.pending[c]);
-        return true;
-      }
-    if (tracked && !written_all(blk, off, bytes)) [[unlikely]] {
-      problem = read_unwritten(off);
+  for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
+    if (blk.in_flight[c]) {
+      problem = read_in_flight(off, blk.pending[c]);
       return true;
     }
-  }
   if (!tracked) return true;
-  const ThreadIds& me = *t_current;
-  const size_t w0 = off / 4, w1 = (off + bytes - 1) / 4;
-  if (write) {
-    const uint64_t mine = uint64_t(me.tid + 1) << 32 | me.visible_epoch;
-    for (size_t w = w0; w <= w1; ++w) {
-      blk.stores[w] = mine;
-      blk.written[w / 4] = 1;
-    }
+  if (!written_all(blk, off, bytes)) {
+    problem = read_unwritten(off);
     return true;
   }
-  for (size_t w = w0; w <= w1; ++w) {
+  const ThreadIds& me = *t_current;
+  for (size_t w = off / 4; w <= (off + bytes - 1) / 4; ++w) {
     const uint64_t last = blk.stores[w];
     if (last == 0) continue;
     const int writer = static_cast<int>(last >> 32) - 1;
