@@ -138,6 +138,11 @@ CliResult parse_cli(int argc, const char* const* argv, const CliStep& step, Opti
         "count what Nsight Compute would (global sectors, shared wavefronts and bank "
         "conflicts, tensor work, barriers; per source line) on the CPU backend, print them "
         "with a speed-of-light model, and add them to --csv");
+    app.add_flag("--instrumented", out.instrumented,
+                 "check every load, store and barrier of the kernels against the CPU backend's "
+                 "rules (races, bounds, alignment, cp.async and mbarrier order) on the CPU "
+                 "backend, as --counters does, without counting; with --iters 0 the time is the "
+                 "instrumented run's");
     app.add_option("--model-gpu", out.model_gpu,
                    "the GPU of the --counters speed-of-light model (H100 SXM, A100 SXM 80GB, L4, "
                    "RTX 4090, RTX 5070)")
@@ -180,6 +185,16 @@ CliResult parse_cli(int argc, const char* const* argv, const CliStep& step, Opti
     for (const GpuSpec& g : model_gpus()) known += (known.empty() ? "" : ", ") + g.name;
     return refuse("--model-gpu " + out.model_gpu + ": not a GPU the model knows (" + known + ")");
   }
+  if (out.instrumented && out.counters)
+    return refuse("--counters checks every access already: drop --instrumented");
+  if (out.instrumented && out.backend == "gpu")
+    return refuse(
+        "--instrumented checks on the CPU backend (--backend cpu); on a GPU, "
+        "compute-sanitizer checks: scripts/gpu_run.sh runs it");
+  if (out.instrumented && !out.csv.empty())
+    return refuse(
+        "--instrumented times the kernels with every access checked, which is not a "
+        "result to compare: drop --csv");
   if (out.counters && out.backend == "gpu")
     return refuse(
         "--counters counts on the CPU backend (--backend cpu); on a GPU, Nsight Compute "

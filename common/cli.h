@@ -37,6 +37,9 @@ struct Options {
   // Count what Nsight Compute would (common/simt/counters.h) in the checked run, on the CPU
   // backend, and model the run on a named GPU (common/sol_model.h).
   bool counters = false;
+  // Run the checked run's kernels as the counted copy does, every access checked against the
+  // CPU backend's rules (docs/cpu_backend.md), without counting: the checks of --counters, sooner.
+  bool instrumented = false;
   std::string model_gpu = "H100 SXM";
   // For a caller that holds the inputs (the Python binding, python/src/flashsteps.cpp): q, k, v
   // taken from here instead of generated or loaded (refused if they hold NaN or Inf, as --load's),

@@ -337,7 +337,7 @@ double time_runs(Backend& be, const Problem& p, const HostInputs& in, const Devi
 }
 
 // Why the step cannot take these options whatever the backend ("" if it can): a head dim it is not
-// built for, a variant it does not have, --counters where it cannot count.
+// built for, a variant it does not have, --counters or --instrumented where it cannot run.
 std::string refused(const StepInfo& step, const Options& opt) {
   const int dim = opt.problem.dim;
   if (!step.head_dims.empty() &&
@@ -353,15 +353,16 @@ std::string refused(const StepInfo& step, const Options& opt) {
     for (const std::string& v : variants) known += (known.empty() ? "" : ", ") + v;
     return step.name + ": --variant " + opt.variant + ": this step has variants " + known;
   }
-  if (!opt.counters) return "";
+  if (!opt.counters && !opt.instrumented) return "";
+  const std::string flag = opt.counters ? "--counters" : "--instrumented";
   if (step.gpu == nullptr)
-    return step.name +
-           ": --counters: this step runs no kernels (plain C++ on the CPU): nothing to count";
+    return step.name + ": " + flag + ": this step runs no kernels (plain C++ on the CPU): " +
+           (opt.counters ? "nothing to count" : "nothing to check");
   if (step.counted == nullptr)
-    return step.name + ": --counters: this binary has no counted copy of the kernels (" +
+    return step.name + ": " + flag + ": this binary has no counted copy of the kernels (" +
            "bin/counted/" + step.name + " has them; g++ builds it)";
   if (opt.backend == "gpu")
-    return step.name + ": --counters counts on the CPU backend (--backend cpu)";
+    return step.name + ": " + flag + " runs on the CPU backend (--backend cpu)";
   return "";
 }
 
@@ -378,10 +379,10 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
   };
   const auto& variants = step.variants;
 
-  // Pick the backend (--counters: the CPU's, which counts).
+  // Pick the backend (--counters, --instrumented: the CPU's, which counts and checks).
   std::unique_ptr<Backend> be;
   std::string why_not;
-  if (opt.backend == "gpu" || (opt.backend == "auto" && !opt.counters)) {
+  if (opt.backend == "gpu" || (opt.backend == "auto" && !opt.counters && !opt.instrumented)) {
     if (!gpu_backend_built())
       why_not = kBuiltWithoutToolkit;
     else if (step.gpu == nullptr)
@@ -503,10 +504,14 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
            " GFLOP on the CPU, which can take minutes; --no-check skips it");
 
     // The checked run: outputs start poisoned, so anything left unwritten is caught. With
-    // --counters it is the counted copy's, which counts what it does (and checks every access).
+    // --counters it is the counted copy's, which counts what it does (and checks every access);
+    // with --instrumented the counted copy's too, counting nothing.
     ctx.verify = true;
     double checked_ms = 0;  // the checked run's time: the row's time when iters is 0
-    if (opt.counters) {
+    if (opt.instrumented) {
+      checked_ms = be->time_ms([&] { step.counted(params, ctx); });
+      row.instrumented = true;
+    } else if (opt.counters) {
       simt::counters::start();
       try {
         step.counted(params, ctx);
@@ -579,7 +584,7 @@ int step_main(int argc, char** argv, const StepInfo& step) {
     std::cerr << cli.message << "\n";
     return cli.exit_code;
   }
-  if (opt.counters && step.counted == nullptr && step.gpu != nullptr) {
+  if ((opt.counters || opt.instrumented) && step.counted == nullptr && step.gpu != nullptr) {
     // The counted copy lives in bin/counted/<step> (cmake/AttnStep.cmake): run that instead.
     std::string self(4096, '\0');
     const ssize_t n = readlink("/proc/self/exe", self.data(), self.size() - 1);
@@ -590,12 +595,13 @@ int step_main(int argc, char** argv, const StepInfo& step) {
                                     : self.substr(0, slash) + "/counted/" + self.substr(slash + 1);
     if (!counted.empty() && access(counted.c_str(), X_OK) == 0) {
       execv(counted.c_str(), argv);
-      std::cerr << step.name << ": --counters: cannot run " << counted << ": "
-                << std::strerror(errno) << "\n";
+      std::cerr << step.name << ": " << (opt.counters ? "--counters" : "--instrumented")
+                << ": cannot run " << counted << ": " << std::strerror(errno) << "\n";
       return 2;
     }
-    std::cerr << step.name << ": --counters: this build has no counted copy of " << step.name
-              << " (bin/counted/" << step.name << ": built by g++ with ATTN_COUNTERS on)\n";
+    std::cerr << step.name << ": " << (opt.counters ? "--counters" : "--instrumented")
+              << ": this build has no counted copy of " << step.name << " (bin/counted/"
+              << step.name << ": built by g++ with ATTN_COUNTERS on)\n";
     return 2;
   }
   opt.notice = [](const std::string& line) { std::cerr << line << "\n"; };

@@ -157,6 +157,7 @@ std::string format_result(const ResultRow& r) {
   os << "time " << num(r.time_ms, 4) << " ms (median of " << r.iters << "), " << num(r.tflops, 4)
      << " TFLOPS";
   if (r.backend != "gpu") os << " (CPU, not GPU performance)";
+  if (r.instrumented) os << ", every access of the checked run checked (--instrumented)";
   if (!r.checked) {
     os << ", check skipped (--no-check)";
   } else {

@@ -33,6 +33,7 @@ struct ResultRow {
   // of it on one GPU (a model, never a measurement).
   bool counted = false;
   simt::counters::Report counters;
+  bool instrumented = false;  // --instrumented: the checked run checked every access
   SolModel model;
 };
 

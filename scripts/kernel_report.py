@@ -225,7 +225,7 @@ def launches(build, step, configs, hopper=False):
             if not os.path.exists(log):
                 continue
             for line in open(log):
-                site, threads, smem = line.split()
+                site, threads, smem = line.split()[:3]
                 path, lineno = site.rsplit(":", 1)
                 src = open(path).read().splitlines()
                 text = " ".join(src[max(0, int(lineno) - 4): int(lineno)])

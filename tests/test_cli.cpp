@@ -202,6 +202,42 @@ TEST_CASE("cli: --counters on a kernel step prints the counters and the model", 
                       Catch::Contains("us model, bound by"));
 }
 
+TEST_CASE("cli: --instrumented runs the kernels' instrumented copy, and says so", "[cli]") {
+  // bin/step3_fused runs bin/counted/step3_fused, whose checked run checks every access: each
+  // launch is the instrumented copy's (SIMT_LOG_LAUNCHES names the copy that ran). Refused where
+  // it cannot run, in one line.
+  const std::string log = "/tmp/attn_cli_launches_" + std::to_string(::getpid()) + ".log";
+  const Run r = run("--backend cpu --seq 40 --heads 1 --iters 0 --warmup 0 --instrumented",
+                    "SIMT_LOG_LAUNCHES=" + log + " " + ATTN_BIN_DIR + "/step3_fused");
+  std::ifstream in(log);
+  std::stringstream launches;
+  launches << in.rdbuf();
+  std::remove(log.c_str());
+  INFO(r.out);
+  INFO(launches.str());
+  if (r.code == 2) {
+    CHECK_THAT(r.out, Catch::Contains("this build has no counted copy of step3_fused"));
+  } else {
+    CHECK(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("check PASSED") &&
+                          Catch::Contains("every access of the checked run checked"));
+    CHECK(lines(launches.str()) == 1);  // step 3 launches once: the checked run, nothing timed
+    CHECK_THAT(launches.str(), !Catch::Contains(" plain\n"));
+  }
+  for (const auto& [args, why] : std::vector<std::pair<std::string, std::string>>{
+           {"--instrumented --counters", "--counters checks every access already"},
+           {"--instrumented --backend gpu", "--instrumented checks on the CPU backend"},
+           {"--instrumented --csv /tmp/x.csv", "drop --csv"}}) {
+    INFO(args);
+    const Run bad = run(args, "step3_fused");
+    INFO(bad.out);
+    CHECK(bad.code == 2);
+    CHECK(lines(bad.out) == 1);
+    CHECK_THAT(bad.out, Catch::Contains(why));
+  }
+  CHECK_THAT(run("--instrumented").out, Catch::Contains("not expected: --instrumented"));
+}
+
 TEST_CASE("cli: --help exits 0 and lists the shared flags", "[cli]") {
   const Run r = run("--help");
   CHECK(r.code == 0);

@@ -798,14 +798,16 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
                       " bytes of dynamic shared memory (at most " +
                       std::to_string(kMaxDynamicSmem) + " on sm_90)");
 
-  // SIMT_LOG_LAUNCHES=FILE appends "file:line threads smem_bytes" per launch (scripts/
-  // kernel_report.py reads it to learn each kernel's block size and dynamic shared memory).
+  // SIMT_LOG_LAUNCHES=FILE appends "file:line threads smem_bytes plain|instrumented" per launch
+  // (scripts/kernel_report.py reads it to learn each kernel's block size and dynamic shared
+  // memory; the last field says which copy ran, for tests).
   if (const char* log = std::getenv("SIMT_LOG_LAUNCHES")) {
     static std::mutex log_mutex;
     std::lock_guard lock(log_mutex);
     if (FILE* f = std::fopen(log, "a")) {
-      std::fprintf(f, "%s:%u %llu %zu\n", where.file_name(), where.line(),
-                   static_cast<unsigned long long>(threads), smem);
+      std::fprintf(f, "%s:%u %llu %zu %s\n", where.file_name(), where.line(),
+                   static_cast<unsigned long long>(threads), smem,
+                   instrumented ? "instrumented" : "plain");
       std::fclose(f);
     }
   }
