@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "common/check.h"
@@ -390,6 +391,23 @@ TEST_CASE(
   CHECK_FALSE(simt::device_access_ok(b.ptr - 1, 4));  // b's guard zone, wherever b landed
   CHECK(simt::device_access_ok(host.data(), 4));
   CHECK(simt::in_device_gap(at(host.data()), 4));
+}
+
+TEST_CASE("instrumented: what the checks knew of a buffer's bounds ends with its free",
+          "[instrumented]") {
+  // The checks pass an access inline when it lies inside a buffer that a lookup of this OS thread
+  // found last (simt::in_recent_device_data): never one that reaches past its ends, and not after
+  // a free, which may leave the memory to a buffer of another size.
+  auto a = std::make_unique<attn_test::DeviceBuf<float>>(32, "a");
+  const auto at = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+  CHECK(simt::device_access_ok(a->ptr + 8, 4));  // inside a: its data is remembered
+  CHECK(simt::in_recent_device_data(at(a->ptr), 32 * 4));
+  CHECK_FALSE(simt::in_recent_device_data(at(a->ptr) - 4, 4));
+  CHECK_FALSE(simt::in_recent_device_data(at(a->ptr + 31), 8));
+  CHECK_FALSE(simt::device_access_ok(a->ptr + 31, 8));
+  const uintptr_t was = at(a->ptr);
+  a.reset();
+  CHECK_FALSE(simt::in_recent_device_data(was, 4));
 }
 
 TEST_CASE("instrumented: atomics work", "[instrumented]") {

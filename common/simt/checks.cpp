@@ -159,7 +159,8 @@ std::vector<std::string> lines_of(const std::vector<uintptr_t>& pcs) {
 // Every load and store of an instrumented kernel. Most are to the fiber's own stack, or to the
 // emulator's own state that the kernel's inline helpers read (the current thread's ids): neither
 // shared nor device memory, so only their alignment is checked, inline, and nothing is counted.
-// Shared memory's usual case is decided inline too, when nothing is counted.
+// When nothing is counted, the usual cases of shared and device memory are decided inline too: a
+// shared access that breaks no rule, a device access inside a buffer a lookup just found.
 inline void access(const void* p, size_t bytes, bool write, bool aligned, const void* pc) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   if (!in_kernel()) return;
@@ -167,7 +168,8 @@ inline void access(const void* p, size_t bytes, bool write, bool aligned, const 
     if (on_own_stack(a, bytes)) return;
     if (touches_shared(a, bytes)) {
       if (!counters::active() && shared_access_fine(a, bytes, write)) return;
-    } else if (simt::in_device_gap(a, bytes)) {
+    } else if (simt::in_device_gap(a, bytes) ||
+               (!counters::active() && simt::in_recent_device_data(a, bytes))) {
       return;
     }
   }

@@ -62,7 +62,8 @@ void publish_spans() {  // with g_mutex held
 
 namespace detail {
 std::atomic<const void*> g_device_snapshot{nullptr};
-constinit thread_local DeviceGap t_device_gap;
+constinit thread_local DeviceRange t_device_gap;
+constinit thread_local DeviceRange t_device_data[2];
 }  // namespace detail
 
 void* device_malloc(size_t bytes, const std::string& label) {
@@ -132,7 +133,7 @@ const Span* span_of(uintptr_t a, size_t bytes) {
   constinit thread_local const Span* t_last[2] = {nullptr, nullptr};  // the most recent first
   const std::vector<Span>* spans = published_spans();
   if (spans == nullptr || spans->empty()) return nullptr;
-  detail::DeviceGap& gap = detail::t_device_gap;
+  detail::DeviceRange& gap = detail::t_device_gap;
   if (t_spans != spans) t_spans = spans, t_last[0] = t_last[1] = nullptr, gap = {};
   for (const Span* s : t_last)
     if (s != nullptr && a >= s->lo && a + bytes <= s->hi) return s;
@@ -171,7 +172,13 @@ std::string describe_device_address(const void* p) {
 bool device_access_ok(const void* p, size_t bytes) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const Span* s = span_of(a, bytes);
-  return s == nullptr || (a >= s->data && a + bytes <= s->end);
+  if (s == nullptr) return true;
+  if (a < s->data || a + bytes > s->end) return false;
+  detail::DeviceRange* data = detail::t_device_data;  // remembered for in_recent_device_data
+  const void* now = published_spans();
+  if (!(data[0].lo == s->data && data[0].snapshot == now))
+    data[1] = data[0], data[0] = {now, s->data, s->end};
+  return true;
 }
 
 std::string check_device_access(const void* p, size_t bytes) {

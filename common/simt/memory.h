@@ -32,23 +32,37 @@ bool device_access_ok(const void* p, size_t bytes);
 
 namespace detail {
 // The live allocations as the lookups above search them (an immutable snapshot, replaced on every
-// allocation and free), and the last gap between two of them (or before the first, or past the
-// last) that a lookup of the calling OS thread found an access in: it holds no allocation's byte,
-// guard zones included, as long as the snapshot is the same.
+// allocation and free), and what the calling OS thread's lookups found in that snapshot:
+//   - the last gap between two allocations (or before the first, or past the last) that held an
+//     access: it holds no allocation's byte, guard zones included;
+//   - the data of the last two allocations that wholly held an access (a tile loop reads K and V
+//     in turn): an access inside one of them is in bounds.
+// Each holds as long as the snapshot is the same.
 extern std::atomic<const void*> g_device_snapshot;
-struct DeviceGap {
+struct DeviceRange {
   const void* snapshot = nullptr;
   uintptr_t lo = 0, hi = 0;
+  bool holds(uintptr_t a, size_t bytes, const void* now) const {
+    return a >= lo && a + bytes <= hi && snapshot == now;
+  }
 };
-extern thread_local constinit DeviceGap t_device_gap;
+extern thread_local constinit DeviceRange t_device_gap;
+extern thread_local constinit DeviceRange t_device_data[2];  // the most recent first
 }  // namespace detail
 
 // True when [a, a + bytes) is known to touch no device allocation (the gap above): then
 // check_device_access says "" and find_buffer finds nothing, without a lookup.
 inline bool in_device_gap(uintptr_t a, size_t bytes) {
-  const detail::DeviceGap& gap = detail::t_device_gap;
-  return a >= gap.lo && a + bytes <= gap.hi &&
-         gap.snapshot == detail::g_device_snapshot.load(std::memory_order_acquire);
+  return detail::t_device_gap.holds(a, bytes,
+                                    detail::g_device_snapshot.load(std::memory_order_acquire));
+}
+
+// True when [a, a + bytes) is known to lie inside the data of one device allocation (above): then
+// check_device_access says "", without a lookup.
+inline bool in_recent_device_data(uintptr_t a, size_t bytes) {
+  const void* now = detail::g_device_snapshot.load(std::memory_order_acquire);
+  return detail::t_device_data[0].holds(a, bytes, now) ||
+         detail::t_device_data[1].holds(a, bytes, now);
 }
 
 // "byte 264 of buffer 'S/P' (1024 bytes)" for an address inside a live allocation, else "".
