@@ -136,11 +136,14 @@ std::vector<std::string> lines_of(const std::vector<uintptr_t>& pcs) {
                                     const void* pc) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   std::string problem;
-  bool shared = false;
+  bool shared = false, in_buffer = false;
   if (aligned && a % bytes != 0) [[unlikely]]
     problem = misaligned(bytes, write);
-  else if (!(shared = shared_access(a, bytes, write, problem)) && !simt::device_access_ok(p, bytes))
-      [[unlikely]]
+  else if (touches_shared(a, bytes))  // the block's shared memory, its slack included
+    shared = shared_access(a, bytes, write, problem);
+  else if (simt::in_recent_device_data(a, bytes))  // inside a buffer found just before
+    in_buffer = true;
+  else if (!simt::device_access_ok(p, bytes)) [[unlikely]]
     problem = out_of_bounds(p, bytes, write);
   if (!problem.empty()) [[unlikely]]
     report(problem, pc);
@@ -150,7 +153,7 @@ std::vector<std::string> lines_of(const std::vector<uintptr_t>& pcs) {
     if (shared)
       counters::hook::lane(write ? Kind::shared_store : Kind::shared_load,
                            reinterpret_cast<uintptr_t>(pc), a, uint32_t(bytes));
-    else if (find_buffer(p, buffer))
+    else if (in_buffer || find_buffer(p, buffer))
       counters::hook::lane(write ? Kind::global_store : Kind::global_load,
                            reinterpret_cast<uintptr_t>(pc), a, uint32_t(bytes));
   }

@@ -84,10 +84,16 @@ BufferBits* buffer_at(uintptr_t a) {
   return recent[0] = b.get();
 }
 
-// Marks [a, a + n) of device memory as touched, a word of bits at a time.
-void touch(uintptr_t a, uint32_t n) {
+bool holds(const BufferBits* b, uintptr_t a) {
+  return b != nullptr && a >= b->span.data && a < b->span.data + b->span.bytes;
+}
+
+// Marks [a, a + n) of device memory as touched, a word of bits at a time (`last`: the buffer the
+// caller's previous range was in, asked first). Bytes touched before are mostly touched again, so
+// a word is read before it is written.
+void touch(uintptr_t a, uint32_t n, BufferBits*& last) {
   for (uintptr_t x = a; x < a + n;) {
-    BufferBits* b = buffer_at(x);
+    BufferBits* b = holds(last, x) ? last : (last = buffer_at(x));
     if (!b) {
       ++x;
       continue;
@@ -97,20 +103,31 @@ void touch(uintptr_t a, uint32_t n) {
       const size_t i = x - b->span.data, bit = i % 64;
       const size_t count = std::min<size_t>(64 - bit, end - x);
       const uint64_t mask = (count == 64 ? ~uint64_t(0) : (uint64_t(1) << count) - 1) << bit;
-      b->bits[i / 64].fetch_or(mask, std::memory_order_relaxed);
+      std::atomic<uint64_t>& word = b->bits[i / 64];
+      if ((word.load(std::memory_order_relaxed) & mask) != mask)
+        word.fetch_or(mask, std::memory_order_relaxed);
       x += count;
     }
   }
 }
 
 // Counts the distinct sectors of `sectors` (sector numbers, a >> 5), and credits 32 bytes of
-// each to the buffer that holds it (buffers start 256-byte aligned). Sorts `sectors`.
+// each to the buffer that holds it (buffers start 256-byte aligned), once per run of sectors in
+// the same buffer. Sorts `sectors`.
 uint64_t distinct_sectors(uintptr_t* sectors, size_t n) {
-  std::sort(sectors, sectors + n);
+  if (!std::is_sorted(sectors, sectors + n)) std::sort(sectors, sectors + n);
   n = size_t(std::unique(sectors, sectors + n) - sectors);
-  for (size_t i = 0; i < n; ++i)
-    if (BufferBits* b = buffer_at(sectors[i] << 5))
-      b->moved.fetch_add(32, std::memory_order_relaxed);
+  BufferBits* run = nullptr;
+  uint64_t run_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uintptr_t a = sectors[i] << 5;
+    if (!holds(run, a)) {
+      if (run) run->moved.fetch_add(run_bytes, std::memory_order_relaxed);
+      run = buffer_at(a), run_bytes = 0;
+    }
+    run_bytes += 32;
+  }
+  if (run) run->moved.fetch_add(run_bytes, std::memory_order_relaxed);
   return n;
 }
 uint64_t distinct_sectors(std::vector<uintptr_t>& sectors) {
@@ -272,11 +289,12 @@ void shared_wavefronts(const Instance& in, uint32_t width, bool second, uint64_t
 void global_request(const Instance& in, uint64_t& requests, uint64_t& sectors, uint64_t& bytes) {
   Few<uintptr_t, 32 * 2> s;  // a lane's access of up to 16 bytes spans at most two sectors
   uint64_t asked = 0;
+  BufferBits* last = nullptr;
   for (uint32_t m = in.lanes; m != 0; m &= m - 1) {
     const LaneRec& r = in.rec[std::countr_zero(m)];
     if (r.bytes == 0) continue;
     asked += r.bytes;
-    touch(r.addr, r.bytes);
+    touch(r.addr, r.bytes, last);
     for (uintptr_t x = r.addr >> 5; x <= (r.addr + r.bytes - 1) >> 5; ++x) s.push(x);
   }
   if (asked == 0) return;  // every lane zero-filled (cp.async with no source bytes)
@@ -413,8 +431,13 @@ Report stop() {
                : a.where < b.where;
   });
   std::lock_guard b(g_buffers_mutex);
-  for (const auto& entry : g_buffers) {
-    const BufferBits& bits = *entry.second;
+  std::vector<const BufferBits*> touched;  // in allocation order (g_buffers is by address)
+  for (const auto& entry : g_buffers) touched.push_back(entry.second.get());
+  std::sort(touched.begin(), touched.end(), [](const BufferBits* x, const BufferBits* y) {
+    return x->span.serial < y->span.serial;
+  });
+  for (const BufferBits* entry : touched) {
+    const BufferBits& bits = *entry;
     Buffer out{*bits.span.label, bits.span.bytes, 0, bits.moved.load()};
     for (size_t w = 0; w < (bits.span.bytes + 63) / 64; ++w)
       out.distinct += uint64_t(std::popcount(bits.bits[w].load(std::memory_order_relaxed)));
@@ -514,8 +537,9 @@ void tma(const where_t& where, const std::vector<uintptr_t>& global_addrs, uint3
   c.tma_bytes += bytes;
   std::vector<uintptr_t> sectors;
   sectors.reserve(global_addrs.size());
+  BufferBits* last = nullptr;
   for (uintptr_t a : global_addrs) {
-    touch(a, piece);
+    touch(a, piece, last);
     for (uintptr_t x = a >> 5; x <= (a + piece - 1) >> 5; ++x) sectors.push_back(x);
   }
   c.tma_sectors += distinct_sectors(sectors);

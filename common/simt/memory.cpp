@@ -25,7 +25,9 @@ struct Allocation {
   size_t bytes;         // the user's size
   size_t tail;          // guard bytes after the data (kGuard plus the rounding)
   std::string label;
+  uint64_t serial;  // allocations made before this one
 };
+uint64_t g_serial = 0;  // with g_mutex held
 
 std::mutex g_mutex;
 std::map<const void*, Allocation>& registry() {
@@ -40,6 +42,7 @@ struct Span {
   uintptr_t lo, data, end, hi;  // guard, data, end of data, end of the tail guard
   const std::string* label;
   size_t bytes;
+  uint64_t serial;
 };
 const std::vector<Span>* published_spans() {
   return static_cast<const std::vector<Span>*>(
@@ -52,7 +55,7 @@ void publish_spans() {  // with g_mutex held
   for (const auto& [ptr, a] : registry()) {
     const auto lo = reinterpret_cast<uintptr_t>(a.base);
     spans->push_back({lo, lo + kGuard, lo + kGuard + a.bytes, lo + kGuard + a.bytes + a.tail,
-                      &a.label, a.bytes});
+                      &a.label, a.bytes, a.serial});
   }
   detail::g_device_snapshot.store(spans.get(), std::memory_order_release);
   g_old_spans.push_back(std::move(spans));
@@ -75,7 +78,7 @@ void* device_malloc(size_t bytes, const std::string& label) {
   std::memset(base + kGuard, kPoisonByte, bytes);
   std::memset(base + kGuard + bytes, kGuardByte, tail);
   std::lock_guard lock(g_mutex);
-  registry()[base + kGuard] = {base, bytes, tail, label};
+  registry()[base + kGuard] = {base, bytes, tail, label, g_serial++};
   publish_spans();
   return base + kGuard;
 }
@@ -157,7 +160,7 @@ bool find_buffer(const void* p, BufferSpan& out) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const Span* s = span_of(a, 1);
   if (s == nullptr || a < s->data || a >= s->end) return false;
-  out = {s->data, s->bytes, s->label};
+  out = {s->data, s->bytes, s->label, s->serial};
   return true;
 }
 

@@ -73,6 +73,7 @@ struct BufferSpan {
   uintptr_t data = 0;
   size_t bytes = 0;
   const std::string* label = nullptr;  // lives as long as the allocation
+  uint64_t serial = 0;                 // allocations made before it (since the program started)
 };
 bool find_buffer(const void* p, BufferSpan& out);
 
