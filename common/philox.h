@@ -4,7 +4,8 @@
 // constants between rounds. It is Random123's Philox4x32 (the authors' library, whose constants
 // these are), word for word: tests/test_dropout.cpp holds it against Random123 where that is
 // installed. Written here because Random123's headers cost every kernel file a second of compile
-// time (its arrays bring <iostream>), and because PyPI has no package of it.
+// time (its arrays bring <iostream>), and because PyPI has no package of it: the Python package
+// builds without Random123 (docs/python.md).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,13 @@ ATTN_HD PhiloxWords philox4x32_10(PhiloxWords ctr, uint32_t k0, uint32_t k1) {
             static_cast<uint32_t>(p0 >> 32) ^ ctr.v[3] ^ k1, static_cast<uint32_t>(p0)}};
   }
   return ctr;
+}
+
+// A Philox word as a float in [-1, 1], as Random123's uneg11<float> defines it: the word read as a
+// signed 32-bit integer, times 2^-31, plus 2^-32 (never 0). The product is exact, so the one
+// rounding is the sum's, fused or not. tests/test_tensors.cpp holds it against Random123.
+ATTN_HD float uniform_pm1(uint32_t word) {
+  return static_cast<float>(static_cast<int32_t>(word)) * 0x1p-31f + 0x1p-32f;
 }
 
 }  // namespace attn

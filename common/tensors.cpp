@@ -3,10 +3,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <Random123/philox.h>
-#include <Random123/uniform.hpp>
-
 #include "common/memory.h"
+#include "common/philox.h"
 
 namespace attn {
 
@@ -32,9 +30,7 @@ namespace {
 void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, DType t,
           const char* label) {
   host_resize(out, n, label);
-  const r123::Philox4x32 rng;
-  const r123::Philox4x32::key_type key = {
-      {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
+  const uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
   // Counter-based: every group of four is drawn from its own counter, so the threads that share
   // the work draw the same numbers as one would.
   // Threads for large tensors only: after a parallel region libgomp's idle threads spin for a
@@ -42,11 +38,12 @@ void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, D
   constexpr int64_t kParallelElements = int64_t(1) << 20;
 #pragma omp parallel for schedule(static) if (n >= kParallelElements)
   for (int64_t base = 0; base < n; base += 4) {
-    const r123::Philox4x32::ctr_type ctr = {
-        {static_cast<uint32_t>(base >> 2), static_cast<uint32_t>(base >> 34), stream, 0x5eed1234u}};
-    const auto words = rng(ctr, key);
+    const PhiloxWords words =
+        philox4x32_10({{static_cast<uint32_t>(base >> 2), static_cast<uint32_t>(base >> 34), stream,
+                        0x5eed1234u}},
+                      key0, key1);
     for (int w = 0; w < 4 && base + w < n; ++w)
-      out[base + w] = to_bits(0.5f + r123::uneg11<float>(words[w]), t);
+      out[base + w] = to_bits(0.5f + uniform_pm1(words.v[w]), t);
   }
 }
 

@@ -2,7 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <Random123/philox.h>
+#include <Random123/uniform.hpp>
 
+#include <cstring>
 #include <random>
 
 #include "common/dropout.h"
@@ -30,6 +32,27 @@ TEST_CASE("the project's Philox4x32-10 is Random123's, word for word", "[dropout
     const attn::PhiloxWords ours =
         attn::philox4x32_10({{ctr[0], ctr[1], ctr[2], ctr[3]}}, uint32_t(key), uint32_t(key >> 32));
     for (int w = 0; w < 4; ++w) REQUIRE(ours.v[w] == theirs[w]);
+  }
+}
+
+TEST_CASE("the project's uniform_pm1 is Random123's uneg11<float>, bit for bit", "[dropout]") {
+  // make_inputs draws Q, K and V with it (common/tensors.cpp): the inputs every result and table
+  // of the repository was made with. The words near zero and the ends, then a million more.
+  auto same = [](uint32_t word) {
+    const float ours = attn::uniform_pm1(word), theirs = r123::uneg11<float>(word);
+    return std::memcmp(&ours, &theirs, sizeof ours) == 0;
+  };
+  for (uint32_t w = 0; w < 4096; ++w) {
+    for (uint32_t word : {w, 0u - w, 0x7FFFFFFFu - w, 0x80000000u + w}) {
+      INFO(word);
+      REQUIRE(same(word));
+    }
+  }
+  std::mt19937 gen(20261127);
+  for (int n = 0; n < 1000000; ++n) {
+    const uint32_t word = static_cast<uint32_t>(gen());
+    INFO(word);
+    REQUIRE(same(word));
   }
 }
 

@@ -148,6 +148,35 @@ TEST_CASE("reference: rows with no visible key give O = 0 and LSE = -inf", "[ref
   CHECK(std::isfinite(ref.lse[4]));
 }
 
+TEST_CASE("inputs are the ones Random123 drew: known answers", "[reference][inputs]") {
+  // make_inputs drew with Random123's Philox4x32 and uneg11 until common/philox.h took their place
+  // (so that the Python package builds without Random123). These elements were drawn by that code;
+  // element 524289 and the last by its parallel loop (a tensor of 2^20 elements).
+  struct Known {
+    attn::DType dtype;
+    size_t at;
+    uint16_t q, k, v;
+  };
+  for (const Known& e : std::vector<Known>{{attn::DType::fp16, 0, 0x3910, 0x3c78, 0x31e2},
+                                           {attn::DType::fp16, 1, 0xb23e, 0x3c51, 0x3dea},
+                                           {attn::DType::fp16, 777, 0x3cf4, 0x3d07, 0x3bf3},
+                                           {attn::DType::fp16, 524289, 0x3dc0, 0xb6f7, 0x3c57},
+                                           {attn::DType::fp16, 1048575, 0x3c21, 0x3c55, 0x399c},
+                                           {attn::DType::bf16, 0, 0x3f22, 0x3f8f, 0x3e3c},
+                                           {attn::DType::bf16, 2, 0x3f1a, 0xbdc5, 0xbc86},
+                                           {attn::DType::bf16, 524289, 0x3fb8, 0xbedf, 0x3f8b},
+                                           {attn::DType::bf16, 1048575, 0x3f84, 0x3f8b, 0x3f34}}) {
+    Problem p = tiny();
+    p.batch = 1, p.heads = p.heads_kv = 2, p.seqlen_q = p.seqlen_k = 4096, p.dim = 128;
+    p.dtype = e.dtype, p.seed = 20261127;
+    const attn::HostInputs in = attn::make_inputs(p);
+    INFO(attn::dtype_name(e.dtype) << " element " << e.at);
+    CHECK(in.q.at(e.at) == e.q);
+    CHECK(in.k.at(e.at) == e.k);
+    CHECK(in.v.at(e.at) == e.v);
+  }
+}
+
 TEST_CASE("inputs are seeded, rounded to the dtype, with a non-zero mean", "[reference][inputs]") {
   Problem p = tiny();
   p.seqlen_q = p.seqlen_k = 256;
