@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command on a machine without the CUDA toolkit, with clang++ (which makes it the
-# clang proof too) and with g++, then `pip install .` with g++. Runs inside a private mount namespace (.ci/run:
+# clang proof too) and with g++, then `pip install .` with g++ and without the Debian development
+# packages, and the package's tests. Runs inside a private mount namespace (.ci/run:
 # unshare --mount), where it mounts an empty directory over every /usr/local/cuda* and an empty,
 # non-executable file over every nvcc (and the other toolkit programs) on PATH, so nothing of the
 # toolkit is visible; the mounts vanish with the namespace. Argument: the repository to clone (its
@@ -46,5 +47,19 @@ start=$SECONDS
 scripts/test.sh
 echo "ci: no toolkit: the README's test command passed, built with g++, in $((SECONDS - start)) s"
 
-# The Python package without the toolkit (g++): a fresh clone, a fresh virtual environment.
-.ci/pip_install.sh "$src"
+# The Python package as a Python user builds it: without the toolkit (g++), and without the Debian
+# development packages either (Eigen, nlohmann-json, CLI11, Boost, Random123 and Catch2, hidden
+# as the toolkit is above): what the build needs comes from PyPI (pyproject.toml). A fresh clone,
+# a fresh virtual environment, and the package's own tests there (.ci/pip_install.sh --test).
+for d in /usr/include/{eigen3,CLI,nlohmann,boost,Random123,catch2} /usr/share/eigen3 \
+         /usr/share/cmake/{CLI11,nlohmann_json} /usr/lib/cmake/Catch2 \
+         /usr/lib/*-linux-gnu/cmake/{Boost,boost_}*; do
+  if [ -d "$d" ]; then mount --bind "$empty" "$d"; fi
+done
+if [ -e /usr/include/eigen3/Eigen/Dense ] || [ -e /usr/include/boost/version.hpp ] ||
+   [ -e /usr/include/nlohmann/json.hpp ] || [ -e /usr/include/CLI/CLI.hpp ]; then
+  echo "ci: could not hide the Debian development packages" >&2
+  exit 1
+fi
+echo "ci: Debian's Eigen, nlohmann-json, CLI11, Boost, Random123 and Catch2 hidden"
+.ci/pip_install.sh "$src" --test

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # `pip install .` as a user does it: a fresh clone (no .venv, no build/) and a fresh virtual
-# environment, then `import flashsteps` and one step on NumPy arrays. Arguments after the
-# repository go to pip (e.g. -C cmake.define.CMAKE_CUDA_ARCHITECTURES=75). .ci/run calls it with
-# the CUDA toolkit, .ci/no_toolkit.sh without.
+# environment, then `import flashsteps` and one step on NumPy arrays; with --test, the package's
+# own tests (python/tests, pytest) against the installed package too. Arguments after the
+# repository (and --test) go to pip (e.g. -C cmake.define.CMAKE_CUDA_ARCHITECTURES=75). .ci/run
+# calls it with the CUDA toolkit, .ci/no_toolkit.sh without it and without the Debian packages.
 set -euo pipefail
-src=${1:?usage: .ci/pip_install.sh REPOSITORY [PIP ARGS...]}
+src=${1:?usage: .ci/pip_install.sh REPOSITORY [--test] [PIP ARGS...]}
 shift
+test=0
+if [ "${1:-}" = --test ]; then
+  test=1
+  shift
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 git clone -q "$src" "$work/repo"
@@ -25,3 +31,9 @@ print(f"ci: flashsteps imported from {flashsteps.__file__}; GPU code for "
       f"{flashsteps.cuda_architectures or 'none'}; step3_fused ran on NumPy arrays")
 PY
 "$work/venv/bin/python" -m flashsteps --help | tail -n 2
+if [ "$test" = 1 ]; then
+  start=$SECONDS
+  "$work/venv/bin/pip" install -q --disable-pip-version-check "pytest>=7"
+  "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rs "$work/repo/python/tests"
+  echo "ci: the package's tests passed against the installed package in $((SECONDS - start)) s"
+fi

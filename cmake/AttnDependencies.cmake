@@ -1,5 +1,8 @@
-# Every dependency comes from Debian packages. A missing one stops the configure step with the
-# exact command that installs it (scripts/setup.sh installs them all).
+# Every dependency comes from Debian packages (scripts/setup.sh installs them all). A missing one
+# stops the configure step with the exact command that installs it. `pip install .` needs none of
+# them (pyproject.toml): Eigen and nlohmann-json come from PyPI as build requirements (cmeel-eigen,
+# nlohmann-json), found below through the building Python; the Python package has no command line
+# (CLI11) and, on x86-64 Linux, needs no Boost.Context (the CPU backend's own context switch).
 
 macro(attn_require_package pkg debian)
   find_package(${pkg} ${ARGN} QUIET)
@@ -10,22 +13,77 @@ macro(attn_require_package pkg debian)
   endif()
 endmacro()
 
-attn_require_package(Eigen3 libeigen3-dev 3.4 NO_MODULE)
-attn_require_package(CLI11 libcli11-dev CONFIG)
-attn_require_package(nlohmann_json nlohmann-json3-dev 3.10 CONFIG)
-attn_require_package(Boost libboost-context-dev 1.74 CONFIG COMPONENTS context)
-if(ATTN_BUILD_TESTS)
-  attn_require_package(Catch2 catch2 CONFIG)
+# What the building Python prints for `code` (empty without a Python or on an error).
+function(attn_python_says out code)
+  set(said "")
+  if(Python_EXECUTABLE)
+    execute_process(COMMAND ${Python_EXECUTABLE} -c "${code}" OUTPUT_VARIABLE said
+                    OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
+  set(${out} "${said}" PARENT_SCOPE)
+endfunction()
+
+# Eigen: Debian's, or cmeel-eigen's (Eigen's own CMake package under site-packages/cmeel.prefix).
+find_package(Eigen3 3.4 NO_MODULE QUIET)
+if(NOT Eigen3_FOUND)
+  attn_python_says(cmeel_prefix "import os, sys; print(next((p for p in (os.path.join(d, 'cmeel.prefix') for d in sys.path) if os.path.isdir(p)), ''))")
+  if(cmeel_prefix)
+    find_package(Eigen3 3.4 NO_MODULE QUIET PATHS ${cmeel_prefix} NO_DEFAULT_PATH)
+  endif()
+endif()
+if(NOT Eigen3_FOUND)
+  message(FATAL_ERROR "Eigen3 not found. Install it with:\n  sudo apt-get install -y libeigen3-dev\n"
+                      "(or run scripts/setup.sh; `pip install .` brings it from PyPI, cmeel-eigen).")
 endif()
 
-find_path(RANDOM123_INCLUDE_DIR Random123/philox.h)
-if(NOT RANDOM123_INCLUDE_DIR)
-  message(FATAL_ERROR
-    "Random123 not found. Install it with:\n  sudo apt-get install -y librandom123-dev\n"
-    "(or run scripts/setup.sh, which installs every dependency).")
+# nlohmann-json: Debian's, or the PyPI package's headers (nlohmann_json.get_include()).
+find_package(nlohmann_json 3.10 CONFIG QUIET)
+if(NOT nlohmann_json_FOUND)
+  attn_python_says(json_include "import nlohmann_json; print(nlohmann_json.get_include())")
+  if(json_include AND EXISTS "${json_include}/nlohmann/json.hpp")
+    add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED)
+    target_include_directories(nlohmann_json::nlohmann_json SYSTEM INTERFACE ${json_include})
+  else()
+    message(FATAL_ERROR
+      "nlohmann_json not found. Install it with:\n  sudo apt-get install -y nlohmann-json3-dev\n"
+      "(or run scripts/setup.sh; `pip install .` brings it from PyPI, nlohmann-json).")
+  endif()
 endif()
-add_library(Random123 INTERFACE IMPORTED)
-target_include_directories(Random123 SYSTEM INTERFACE ${RANDOM123_INCLUDE_DIR})
+
+# CLI11: the executables' command line (common/cli.cpp, suite/main.cpp). Without it (the Python
+# package's build) the executables are not built; the tests need them.
+find_package(CLI11 CONFIG QUIET)
+set(ATTN_HAVE_CLI ${CLI11_FOUND})
+if(NOT CLI11_FOUND)
+  if(ATTN_BUILD_TESTS)
+    attn_require_package(CLI11 libcli11-dev CONFIG)
+  endif()
+  message(NOTICE "CLI11 not found: the step executables are not built, only the libraries and the "
+                 "Python package (sudo apt-get install -y libcli11-dev builds them)")
+endif()
+
+# Boost.Context: the CPU backend's fibers where its own context switch is not built (it is on
+# x86-64 Linux), and SIMT_FIBER=boost anywhere.
+find_package(Boost 1.74 CONFIG QUIET COMPONENTS context)
+set(ATTN_HAVE_BOOST_CONTEXT ${Boost_FOUND})
+if(NOT Boost_FOUND AND NOT (CMAKE_SYSTEM_NAME STREQUAL "Linux" AND
+                            CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$"))
+  attn_require_package(Boost libboost-context-dev 1.74 CONFIG COMPONENTS context)
+endif()
+
+if(ATTN_BUILD_TESTS)
+  attn_require_package(Catch2 catch2 CONFIG)
+  # The tests hold common/philox.h (Philox4x32-10 and its floats, written from their definitions)
+  # against Random123, the generator's authors' library; nothing else uses it.
+  find_path(RANDOM123_INCLUDE_DIR Random123/philox.h)
+  if(NOT RANDOM123_INCLUDE_DIR)
+    message(FATAL_ERROR
+      "Random123 not found. Install it with:\n  sudo apt-get install -y librandom123-dev\n"
+      "(or run scripts/setup.sh, which installs every dependency).")
+  endif()
+  add_library(Random123 INTERFACE IMPORTED)
+  target_include_directories(Random123 SYSTEM INTERFACE ${RANDOM123_INCLUDE_DIR})
+endif()
 
 # The CUDA headers that both halves use: the 16-bit float types (cuda_fp16.h, cuda_bf16.h) and
 # dim3/uint3 (vector_types.h). A GPU build takes them from the toolkit. A CPU-only build takes

@@ -163,10 +163,12 @@ function(attn_add_step name)
                               "ATTN_HAVE_SM90A=${have_sm90a};ATTN_HAVE_COUNTERS=${have_counters};ATTN_STEP_GPU=${step_gpu}")
   attn_warnings(${name}_lib)
 
-  add_executable(${name} ${ARG_MAIN})
-  target_link_libraries(${name} PRIVATE ${name}_lib)
-  attn_warnings(${name})
-  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+  if(ATTN_HAVE_CLI)  # (the Python package's build has no command line)
+    add_executable(${name} ${ARG_MAIN})
+    target_link_libraries(${name} PRIVATE ${name}_lib attn_cli)
+    attn_warnings(${name})
+    set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+  endif()
 
   # The counted copy (--counters, common/simt/counters.h): the CPU copy compiled once more with
   # every load and store instrumented (ATTN_INSTRUMENT_FLAGS), in namespace <step>::counted; the
@@ -191,11 +193,13 @@ function(attn_add_step name)
     target_compile_definitions(${name}_counted PRIVATE ATTN_BACKEND_NS=counted)
     target_compile_options(${name}_counted PRIVATE -fno-strict-aliasing ${ATTN_INSTRUMENT_FLAGS})
     attn_warnings(${name}_counted)
-    add_executable(${name}_counted_bin ${ARG_MAIN} $<TARGET_OBJECTS:${name}_counted>)
-    target_link_libraries(${name}_counted_bin PRIVATE ${name}_lib)
-    attn_warnings(${name}_counted_bin)
-    set_target_properties(${name}_counted_bin PROPERTIES OUTPUT_NAME ${name}
-                          RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin/counted)
+    if(ATTN_HAVE_CLI)
+      add_executable(${name}_counted_bin ${ARG_MAIN} $<TARGET_OBJECTS:${name}_counted>)
+      target_link_libraries(${name}_counted_bin PRIVATE ${name}_lib attn_cli)
+      attn_warnings(${name}_counted_bin)
+      set_target_properties(${name}_counted_bin PROPERTIES OUTPUT_NAME ${name}
+                            RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin/counted)
+    endif()
   endif()
 endfunction()
 

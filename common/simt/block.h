@@ -36,7 +36,7 @@ struct alignas(64) Thread {
   simt::where_t where;
   ThreadIds ids{};
   std::exception_ptr error;
-  ctx::stack_context stack{};  // simt_switch_context: the thread's stack (from PooledStack)
+  StackContext stack{};  // simt_switch_context: the thread's stack (from PooledStack)
   const char* what = nullptr;
   int barrier_id = -1;
   bool (*pred)(void*) = nullptr;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -30,14 +31,14 @@ size_t stack_bytes() {
 }
 
 std::mutex g_stack_mutex;
-std::vector<ctx::stack_context> g_free_stacks;
+std::vector<StackContext> g_free_stacks;
 
 struct PooledStack {
-  ctx::stack_context allocate() {
+  StackContext allocate() {
     {
       std::lock_guard lock(g_stack_mutex);
       if (!g_free_stacks.empty()) {
-        ctx::stack_context sc = g_free_stacks.back();
+        StackContext sc = g_free_stacks.back();
         g_free_stacks.pop_back();
         return sc;
       }
@@ -53,12 +54,12 @@ struct PooledStack {
     // other. Successive stacks start 64 * k bytes lower (k cycles through 0..63).
     static std::atomic<unsigned> colour{0};
     const size_t offset = 64 * (colour++ % 64);
-    ctx::stack_context sc;
+    StackContext sc;
     sc.size = total - offset;
     sc.sp = static_cast<char*>(base) + total - offset;
     return sc;
   }
-  void deallocate(ctx::stack_context& sc) {
+  void deallocate(StackContext& sc) {
     std::lock_guard lock(g_stack_mutex);
     g_free_stacks.push_back(sc);
   }
@@ -128,7 +129,17 @@ simt_context_entry:
 
 const bool g_asm_switch = [] {
   const char* env = std::getenv("SIMT_FIBER");
-  return !(env && std::strcmp(env, "boost") == 0);
+  const bool boost = env && std::strcmp(env, "boost") == 0;
+#if !SIMT_BOOST_CONTEXT
+  if (boost) {  // before main: no exception to throw, so the one line and exit 2 here
+    std::fputs(
+        "error: SIMT_FIBER=boost: this build has no Boost.Context (built without it, as "
+        "the Python package is; unset SIMT_FIBER)\n",
+        stderr);
+    std::_Exit(2);
+  }
+#endif
+  return !boost;
 }();
 
 namespace {
@@ -143,7 +154,7 @@ namespace {
 }  // namespace
 #endif
 
-void make_context(Context& c, ctx::stack_context& stack, ContextEntry entry, void* arg) {
+void make_context(Context& c, StackContext& stack, ContextEntry entry, void* arg) {
 #ifdef SIMT_ASM_SWITCH
   if (asm_switch()) {
     stack = PooledStack{}.allocate();
@@ -163,16 +174,20 @@ void make_context(Context& c, ctx::stack_context& stack, ContextEntry entry, voi
     return;
   }
 #endif
+#if SIMT_BOOST_CONTEXT
   c.fiber = ctx::fiber(std::allocator_arg, PooledStack{}, [entry, arg](ctx::fiber&&) -> ctx::fiber {
     return std::move(entry(arg).fiber);
   });
+#endif
 }
 
-void free_context(Context& c, ctx::stack_context& stack) {
+void free_context(Context& c, StackContext& stack) {
   if (stack.sp != nullptr) PooledStack{}.deallocate(stack);
   stack = {};
   c.sp = nullptr;
+#if SIMT_BOOST_CONTEXT
   c.fiber = {};
+#endif
 }
 
 }  // namespace simt::detail

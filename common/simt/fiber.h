@@ -18,12 +18,25 @@
 // that keeps the return-stack buffer balanced, unlike a plain resume).
 #pragma once
 
-#include <boost/context/fiber.hpp>
 #include <cstddef>
+
+// SIMT_BOOST_CONTEXT (common/CMakeLists.txt): 1 when Boost.Context is there. The Python package's
+// build on x86-64 Linux goes without it (pip brings no Boost): the minimal switch alone.
+#if SIMT_BOOST_CONTEXT
+#include <boost/context/fiber.hpp>
+#endif
 
 namespace simt::detail {
 
+#if SIMT_BOOST_CONTEXT
 namespace ctx = boost::context;
+using StackContext = ctx::stack_context;
+#else
+struct StackContext {  // Boost.Context's stack_context: the top of a stack and its size
+  std::size_t size = 0;
+  void* sp = nullptr;
+};
+#endif
 
 #if defined(__x86_64__) && defined(__ELF__)
 #define SIMT_ASM_SWITCH 1
@@ -34,6 +47,10 @@ extern "C" void simt_switch_context(void** save_sp, void* load_sp);
 // before main (SIMT_FIBER=boost), so that a switch reads a plain flag.
 [[gnu::visibility("hidden")]] extern const bool g_asm_switch;
 #endif
+#if !SIMT_BOOST_CONTEXT && !defined(SIMT_ASM_SWITCH)
+#error "the CPU backend's fibers need Boost.Context where its own switch (x86-64 ELF) is not built"
+#endif
+
 inline bool asm_switch() {
 #ifdef SIMT_ASM_SWITCH
   return g_asm_switch;
@@ -44,7 +61,9 @@ inline bool asm_switch() {
 
 struct Context {
   void* sp = nullptr;  // simt_switch_context: the saved stack pointer
-  ctx::fiber fiber;    // Boost.Context: the suspended fiber
+#if SIMT_BOOST_CONTEXT
+  ctx::fiber fiber;  // Boost.Context: the suspended fiber
+#endif
 };
 
 [[gnu::always_inline]] inline void switch_context(Context& from, Context& to) {
@@ -54,6 +73,7 @@ struct Context {
     return;
   }
 #endif
+#if SIMT_BOOST_CONTEXT
   Context* save = &from;
   // Whoever resumes `from` later does so through this same function: the fiber it returns is the
   // empty one its lambda returns.
@@ -61,6 +81,7 @@ struct Context {
     save->fiber = std::move(f);
     return {};
   });
+#endif
 }
 
 // What a context runs: returns the context to switch to when it has finished (after which it
@@ -69,9 +90,9 @@ using ContextEntry = Context& (*)(void* arg);
 
 // Prepares `c` to run entry(arg) on a stack of its own when first switched to; with
 // simt_switch_context, that stack is `stack`, to be given back by free_context.
-void make_context(Context& c, ctx::stack_context& stack, ContextEntry entry, void* arg);
+void make_context(Context& c, StackContext& stack, ContextEntry entry, void* arg);
 // Gives back the stack of a context that finished (or never ran). Boost.Context frees a finished
 // fiber's stack itself; destroying one that never ran unwinds nothing.
-void free_context(Context& c, ctx::stack_context& stack);
+void free_context(Context& c, StackContext& stack);
 
 }  // namespace simt::detail

@@ -241,7 +241,9 @@ void release_threads(Block& blk) {
   for (int tid = 0; tid < blk.nthreads && blk.threads; ++tid) {
     Thread& t = blk.threads[tid];
     if (t.abandoned) {
+#if SIMT_BOOST_CONTEXT
       if (blk.contexts[tid].fiber) new ctx::fiber(std::move(blk.contexts[tid].fiber));
+#endif
       t.stack = {};
       continue;
     }
