@@ -12,13 +12,6 @@
 #if defined(__CUDACC__)
 #include <cuda.h>  // CUtensorMap (a type only: nothing links against the driver library)
 #endif
-#include <boost/preprocessor/arithmetic/add.hpp>
-#include <boost/preprocessor/arithmetic/inc.hpp>
-#include <boost/preprocessor/arithmetic/mul.hpp>
-#include <boost/preprocessor/control/if.hpp>
-#include <boost/preprocessor/punctuation/comma_if.hpp>
-#include <boost/preprocessor/repetition/repeat.hpp>
-#include <boost/preprocessor/stringize.hpp>
 
 namespace attn {
 
@@ -454,8 +447,16 @@ __device__ __forceinline__ void wgmma_wait(ATTN_PTX_WHERE_ONLY) {
 
 // The asm of wgmma m64nNk16 for each N (8..256): the N/2 accumulators are operands %0..%(N/2-1).
 // Expanded in sm_90a device passes only (wgmma is sm_90a's alone): its 128 statements (32 N, two
-// types, SS and RS) would cost every other pass about two seconds of preprocessing.
+// types, SS and RS) would cost every other pass about two seconds of preprocessing. Only these
+// passes include Boost.Preprocessor, so a CPU-only build (the Python package's) needs no Boost.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include <boost/preprocessor/arithmetic/add.hpp>
+#include <boost/preprocessor/arithmetic/inc.hpp>
+#include <boost/preprocessor/arithmetic/mul.hpp>
+#include <boost/preprocessor/control/if.hpp>
+#include <boost/preprocessor/punctuation/comma_if.hpp>
+#include <boost/preprocessor/repetition/repeat.hpp>
+#include <boost/preprocessor/stringize.hpp>
 #define ATTN_WGMMA_ASM 1
 #define ATTN_WGMMA_D_STR(z, i, _) BOOST_PP_IF(i, ",", "") "%" BOOST_PP_STRINGIZE(i)
 #define ATTN_WGMMA_D_OPS(z, i, _) BOOST_PP_COMMA_IF(i) "+f"(d[i])
