@@ -54,6 +54,11 @@ std::mutex g_buffers_mutex;
 std::map<uintptr_t, std::unique_ptr<BufferBits>> g_buffers;  // by the data's first byte
 std::atomic<uint64_t> g_generation{0};  // moves on at start(): cached pointers into g_buffers die
 
+// Whether buffer b (or none) holds byte a.
+bool holds(const BufferBits* b, uintptr_t a) {
+  return b != nullptr && a >= b->span.data && a < b->span.data + b->span.bytes;
+}
+
 BufferBits* buffer_at(uintptr_t a) {
   // The buffers a kernel touches in turn (Q, K, V, O, ...), most recent first, per OS thread.
   constexpr int kRecent = 4;
@@ -65,7 +70,7 @@ BufferBits* buffer_at(uintptr_t a) {
     recent_generation = generation;
   }
   for (int i = 0; i < kRecent; ++i)
-    if (BufferBits* b = recent[i]; b && a >= b->span.data && a < b->span.data + b->span.bytes) {
+    if (BufferBits* b = recent[i]; holds(b, a)) {
       std::rotate(recent, recent + i, recent + i + 1);
       return b;
     }
@@ -82,10 +87,6 @@ BufferBits* buffer_at(uintptr_t a) {
   }
   std::rotate(recent, recent + kRecent - 1, recent + kRecent);
   return recent[0] = b.get();
-}
-
-bool holds(const BufferBits* b, uintptr_t a) {
-  return b != nullptr && a >= b->span.data && a < b->span.data + b->span.bytes;
 }
 
 // Marks [a, a + n) of device memory as touched, a word of bits at a time (`last`: the buffer the

@@ -127,31 +127,29 @@ namespace {
 //
 // An instrumented kernel asks this of many of its loads and stores, and cp.async of every copy,
 // most of them to memory asked about just before. So each OS thread remembers, for the snapshot
-// it searched last, the last two spans whose guarded ranges held an access (a tile loop reads K
-// and V in turn) and the last gap between spans (detail::t_device_gap; or before the first, or
-// past the last) that held one: an access wholly inside one of them gets the same answer without
-// a search.
+// it searched last, the data of the last two spans that wholly held an access (a tile loop reads
+// K and V in turn; detail::t_device_data) and the last gap between spans (detail::t_device_gap;
+// or before the first, or past the last) that held one: an access wholly inside one of them gets
+// the same answer without a search, here or inline (in_recent_device_data, in_device_gap).
 const Span* span_of(uintptr_t a, size_t bytes) {
-  constinit thread_local const std::vector<Span>* t_spans = nullptr;
-  constinit thread_local const Span* t_last[2] = {nullptr, nullptr};  // the most recent first
   const std::vector<Span>* spans = published_spans();
   if (spans == nullptr || spans->empty()) return nullptr;
-  detail::DeviceRange& gap = detail::t_device_gap;
-  if (t_spans != spans) t_spans = spans, t_last[0] = t_last[1] = nullptr, gap = {};
-  for (const Span* s : t_last)
-    if (s != nullptr && a >= s->lo && a + bytes <= s->hi) return s;
-  if (a >= gap.lo && a + bytes <= gap.hi) return nullptr;
+  detail::DeviceRange* data = detail::t_device_data;
+  for (int i = 0; i < 2; ++i)
+    if (data[i].holds(a, bytes, spans)) return static_cast<const Span*>(data[i].span);
+  if (detail::t_device_gap.holds(a, bytes, spans)) return nullptr;
   // The first span starting past the access's last byte, and the one before it.
   const auto next = std::upper_bound(spans->begin(), spans->end(), a + bytes - 1,
                                      [](uintptr_t x, const Span& s) { return x < s.lo; });
   const Span* before = next == spans->begin() ? nullptr : &*std::prev(next);
   if (before != nullptr && a < before->hi) {
-    if (a >= before->lo && a + bytes <= before->hi) t_last[1] = t_last[0], t_last[0] = before;
+    if (a >= before->data && a + bytes <= before->end)
+      data[1] = data[0], data[0] = {spans, before->data, before->end, before};
     return before;
   }
   const uintptr_t lo = before != nullptr ? before->hi : 0;
   const uintptr_t hi = next != spans->end() ? next->lo : UINTPTR_MAX;
-  if (a >= lo && a + bytes <= hi) gap = {spans, lo, hi};
+  if (a >= lo && a + bytes <= hi) detail::t_device_gap = {spans, lo, hi};
   return nullptr;
 }
 }  // namespace
@@ -175,13 +173,7 @@ std::string describe_device_address(const void* p) {
 bool device_access_ok(const void* p, size_t bytes) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const Span* s = span_of(a, bytes);
-  if (s == nullptr) return true;
-  if (a < s->data || a + bytes > s->end) return false;
-  detail::DeviceRange* data = detail::t_device_data;  // remembered for in_recent_device_data
-  const void* now = published_spans();
-  if (!(data[0].lo == s->data && data[0].snapshot == now))
-    data[1] = data[0], data[0] = {now, s->data, s->end};
-  return true;
+  return s == nullptr || (a >= s->data && a + bytes <= s->end);
 }
 
 std::string check_device_access(const void* p, size_t bytes) {

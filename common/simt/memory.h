@@ -42,6 +42,7 @@ extern std::atomic<const void*> g_device_snapshot;
 struct DeviceRange {
   const void* snapshot = nullptr;
   uintptr_t lo = 0, hi = 0;
+  const void* span = nullptr;  // t_device_data: the allocation's entry in the snapshot
   bool holds(uintptr_t a, size_t bytes, const void* now) const {
     return a >= lo && a + bytes <= hi && snapshot == now;
   }
