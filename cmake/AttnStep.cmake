@@ -17,6 +17,18 @@ function(attn_warnings target)
     $<$<COMPILE_LANGUAGE:CUDA>:${ATTN_CUDA_WARNINGS}>)
 endfunction()
 
+# attn_cli_executable(<name> <main.cpp> <libraries>...): a program with the shared command line
+# (attn_cli), in bin/. Not built without CLI11 (the Python package's build has no command line).
+function(attn_cli_executable name main)
+  if(NOT ATTN_HAVE_CLI)
+    return()
+  endif()
+  add_executable(${name} ${main})
+  target_link_libraries(${name} PRIVATE ${ARGN} attn_cli)
+  attn_warnings(${name})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+endfunction()
+
 # attn_cuda_architectures_from(<out-var> <min>): the entries of CMAKE_CUDA_ARCHITECTURES from
 # compute capability <min> (e.g. 80) on; "75" and "75-real" are below 80, "90a" and "120" are not.
 # (The top-level CMakeLists.txt has refused names such as native or all-major.)
@@ -163,12 +175,7 @@ function(attn_add_step name)
                               "ATTN_HAVE_SM90A=${have_sm90a};ATTN_HAVE_COUNTERS=${have_counters};ATTN_STEP_GPU=${step_gpu}")
   attn_warnings(${name}_lib)
 
-  if(ATTN_HAVE_CLI)  # (the Python package's build has no command line)
-    add_executable(${name} ${ARG_MAIN})
-    target_link_libraries(${name} PRIVATE ${name}_lib attn_cli)
-    attn_warnings(${name})
-    set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
-  endif()
+  attn_cli_executable(${name} ${ARG_MAIN} ${name}_lib)
 
   # The counted copy (--counters, common/simt/counters.h): the CPU copy compiled once more with
   # every load and store instrumented (ATTN_INSTRUMENT_FLAGS), in namespace <step>::counted; the
