@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -25,6 +27,22 @@ void cuda_check(int status, const char* call, const char* file, int line) {
 #endif
   throw std::runtime_error("CUDA error: " + what + " in " + call + " at " + file + ":" +
                            std::to_string(line));
+}
+
+namespace {
+thread_local void* t_launch_stream = nullptr;
+}
+
+void* launch_stream() {
+  return t_launch_stream;
+}
+
+LaunchStream::LaunchStream(void* stream) : previous_(t_launch_stream) {
+  t_launch_stream = stream;
+}
+
+LaunchStream::~LaunchStream() {
+  t_launch_stream = previous_;
 }
 
 RunContext::~RunContext() {
@@ -91,27 +109,51 @@ class CpuBackend final : public Backend {
 };
 
 #if ATTN_HAVE_GPU
+// A device's properties, read once per process (cudaGetDeviceProperties reads every attribute,
+// slow enough to show in a call from Python that launches in place). False where it fails.
+bool device_properties(int device, cudaDeviceProp& prop) {
+  static std::mutex mutex;
+  static std::map<int, cudaDeviceProp> known;
+  std::lock_guard lock(mutex);
+  auto it = known.find(device);
+  if (it == known.end()) {
+    cudaDeviceProp read{};
+    if (cudaGetDeviceProperties(&read, device) != cudaSuccess) {
+      cudaGetLastError();  // clear it
+      return false;
+    }
+    it = known.emplace(device, read).first;
+  }
+  prop = it->second;
+  return true;
+}
+
 // The GPU backend exists only in a build with the CUDA toolkit (ATTN_HAVE_GPU); a CPU-only build
 // has no cudart to call.
 class GpuBackend final : public Backend {
  public:
-  explicit GpuBackend(int device) : device_(device) {
+  GpuBackend(int device, cudaStream_t stream) : device_(device), stream_(stream), launch_(stream) {
+    ATTN_CUDA_CHECK(cudaGetDevice(&previous_device_));
     ATTN_CUDA_CHECK(cudaSetDevice(device_));
+    if (!device_properties(device_, prop_))
+      ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
     ATTN_CUDA_CHECK(cudaEventCreate(&start_));
     ATTN_CUDA_CHECK(cudaEventCreate(&stop_));
     int l2 = 0;
     ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
     flush_bytes_ = 2 * static_cast<size_t>(l2);
-    if (flush_bytes_ > 0) ATTN_CUDA_CHECK(cudaMalloc(&flush_buffer_, flush_bytes_));
   }
   ~GpuBackend() override {
     cudaEventDestroy(start_);
     cudaEventDestroy(stop_);
     if (flush_buffer_) cudaFree(flush_buffer_);
+    cudaSetDevice(previous_device_);
   }
   size_t l2_bytes() const override { return flush_bytes_ / 2; }
   void flush_l2() override {
-    if (flush_buffer_) ATTN_CUDA_CHECK(cudaMemsetAsync(flush_buffer_, 0, flush_bytes_));
+    if (flush_bytes_ == 0) return;
+    if (!flush_buffer_) ATTN_CUDA_CHECK(cudaMalloc(&flush_buffer_, flush_bytes_));
+    ATTN_CUDA_CHECK(cudaMemsetAsync(flush_buffer_, 0, flush_bytes_, stream_));
   }
   int sm_clock_mhz() const override {
     int khz = 0;  // cudaDevAttrClockRate: the peak SM clock, in kHz
@@ -120,25 +162,22 @@ class GpuBackend final : public Backend {
   }
   std::string name() const override { return "gpu"; }
   std::string arch() const override {
-    cudaDeviceProp prop{};
-    ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     // The build's architecture names: Hopper's features (wgmma, TMA) need sm_90a.
-    return "sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
-           (prop.major == 9 && prop.minor == 0 ? "a" : "");
+    return "sm_" + std::to_string(prop_.major) + std::to_string(prop_.minor) +
+           (prop_.major == 9 && prop_.minor == 0 ? "a" : "");
   }
-  std::string device() const override {
-    cudaDeviceProp prop{};
-    ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-    return prop.name;
-  }
+  std::string device() const override { return prop_.name; }
   std::string driver() const override {
     int v = 0;
     ATTN_CUDA_CHECK(cudaDriverGetVersion(&v));
     return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
   }
+  // On the caller's stream, memory is allocated and freed in the stream's order (the stream-ordered
+  // allocator), so that a buffer freed after a launch is not reused before the launch ends.
   void* alloc(size_t bytes, const std::string& label) override {
     void* ptr = nullptr;
-    const cudaError_t err = cudaMalloc(&ptr, bytes);
+    const cudaError_t err =
+        stream_ ? cudaMallocAsync(&ptr, bytes, stream_) : cudaMalloc(&ptr, bytes);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clear it
       size_t free = 0, total = 0;
@@ -148,20 +187,27 @@ class GpuBackend final : public Backend {
     ATTN_CUDA_CHECK(err);
     return ptr;
   }
-  void release(void* ptr) override { cudaFree(ptr); }
+  void release(void* ptr) override {
+    if (stream_)
+      cudaFreeAsync(ptr, stream_);
+    else
+      cudaFree(ptr);
+  }
+  // From pageable host memory the copy is staged before the call returns: `src` may go at once.
   void upload(void* dst, const void* src, size_t bytes) override {
-    ATTN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
   }
   void download(void* dst, const void* src, size_t bytes) override {
-    ATTN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void poison(void* dst, size_t bytes) override {
-    ATTN_CUDA_CHECK(cudaMemset(dst, kPoisonByte, bytes));
+    ATTN_CUDA_CHECK(cudaMemsetAsync(dst, kPoisonByte, bytes, stream_));
   }
   double time_ms(const std::function<void()>& fn) override {
-    ATTN_CUDA_CHECK(cudaEventRecord(start_));
+    ATTN_CUDA_CHECK(cudaEventRecord(start_, stream_));
     fn();
-    ATTN_CUDA_CHECK(cudaEventRecord(stop_));
+    ATTN_CUDA_CHECK(cudaEventRecord(stop_, stream_));
     ATTN_CUDA_CHECK(cudaEventSynchronize(stop_));
     ATTN_CUDA_CHECK(cudaGetLastError());
     float ms = 0;
@@ -171,6 +217,10 @@ class GpuBackend final : public Backend {
 
  private:
   int device_;
+  int previous_device_ = 0;
+  cudaStream_t stream_;
+  LaunchStream launch_;  // the backend's launches go to stream_
+  cudaDeviceProp prop_{};
   cudaEvent_t start_{}, stop_{};
   void* flush_buffer_ = nullptr;
   size_t flush_bytes_ = 0;
@@ -187,9 +237,10 @@ bool gpu_backend_built() {
   return ATTN_HAVE_GPU != 0;
 }
 
-std::unique_ptr<Backend> make_gpu_backend(std::string& why_not, int device) {
+std::unique_ptr<Backend> make_gpu_backend(std::string& why_not, int device, void* stream) {
 #if !ATTN_HAVE_GPU
   (void)device;
+  (void)stream;
   why_not = kBuiltWithoutToolkit;
   return nullptr;
 #else
@@ -213,13 +264,13 @@ std::unique_ptr<Backend> make_gpu_backend(std::string& why_not, int device) {
     return nullptr;
   }
   cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess || prop.major * 10 + prop.minor < 75) {
+  if (!device_properties(device, prop) || prop.major * 10 + prop.minor < 75) {
     why_not = std::string("GPU ") + prop.name + " is sm_" + std::to_string(prop.major) +
               std::to_string(prop.minor) +
               "; the kernels are built for sm_75 and newer (steps 4 and 5: sm_80)";
     return nullptr;
   }
-  return std::make_unique<GpuBackend>(device);
+  return std::make_unique<GpuBackend>(device, static_cast<cudaStream_t>(stream));
 #endif
 }
 

@@ -41,7 +41,12 @@ class Backend {
 std::unique_ptr<Backend> make_cpu_backend();
 // Returns nullptr and sets `why_not` when no usable CUDA device is present, or when this is a
 // CPU-only build (why_not is then kBuiltWithoutToolkit). `device`: the CUDA device ordinal.
-std::unique_ptr<Backend> make_gpu_backend(std::string& why_not, int device = 0);
+// `stream` (a cudaStream_t; nullptr: the default stream): the caller's stream, on which the backend
+// then allocates, copies, times and launches (LaunchStream) in order with the caller's own work,
+// and waits for it only where a copy to the host needs the data; the device that was current
+// comes back when the backend is destroyed.
+std::unique_ptr<Backend> make_gpu_backend(std::string& why_not, int device = 0,
+                                          void* stream = nullptr);
 // False in a CPU-only build (configured without nvcc, or with -DATTN_GPU=OFF).
 bool gpu_backend_built();
 inline constexpr char kBuiltWithoutToolkit[] = "built without the CUDA toolkit";
@@ -88,6 +93,21 @@ class RunContext {
   };
   Backend& backend_;
   std::map<std::string, Block> scratch_;
+};
+
+// The CUDA stream this host thread launches kernels on (common/launch.h), as a cudaStream_t;
+// nullptr, the default, is the default stream. Set for a scope by LaunchStream (a GPU backend made
+// with a stream holds one).
+void* launch_stream();
+class LaunchStream {
+ public:
+  explicit LaunchStream(void* stream);
+  ~LaunchStream();
+  LaunchStream(const LaunchStream&) = delete;
+  LaunchStream& operator=(const LaunchStream&) = delete;
+
+ private:
+  void* previous_;
 };
 
 // A step's entry point: computes O and LSE for `p` (device pointers of the chosen backend).

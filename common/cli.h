@@ -46,6 +46,20 @@ struct Options {
   // and O and LSE kept in RunOutcome.
   const HostInputs* inputs = nullptr;
   bool keep_outputs = false;
+  // For a caller whose arrays are on the GPU already (the binding's CUDA arrays): the step reads
+  // Q, K, V and writes O, LSE in place at these device addresses (AttentionParams' layouts, on
+  // gpu_device), launched once on `stream` (a cudaStream_t) and not waited for. Nothing is copied
+  // and the values are not looked at, unless `check`: then the inputs and outputs are copied to
+  // the host for the checks of --load and the FP64 comparison. Needs backend "gpu" and iters 0.
+  struct DeviceArrays {
+    const void* q = nullptr;
+    const void* k = nullptr;
+    const void* v = nullptr;
+    void* o = nullptr;
+    float* lse = nullptr;
+    void* stream = nullptr;
+  };
+  const DeviceArrays* device_arrays = nullptr;
   int gpu_device = 0;  // the CUDA device the GPU backend uses (the binding: the array's)
   // When set (by a signal handler), a CPU-backend run stops at its next block (a kernel) or row
   // group (step 0), and the outcome says "interrupted" (RunOutcome::interrupted).

@@ -202,14 +202,35 @@ DeviceProblem::DeviceProblem(Backend& be, const Problem& p, const HostInputs& in
   a.lse = static_cast<float*>(alloc(p.lse_elements() * sizeof(float), "LSE"));
   be.poison(a.o, qo_bytes);
   be.poison(a.lse, p.lse_elements() * sizeof(float));
+  set_problem(p);
+}
+
+DeviceProblem::DeviceProblem(Backend& be, const Problem& p, const Options::DeviceArrays& arrays,
+                             bool poison)
+    : be_(be) {
+  AttentionParams& a = params_;
+  a.q = arrays.q;
+  a.k = arrays.k;
+  a.v = arrays.v;
+  a.o = arrays.o;
+  a.lse = arrays.lse;
+  if (poison) {
+    be.poison(a.o, p.q_elements() * sizeof(Bits16));
+    be.poison(a.lse, p.lse_elements() * sizeof(float));
+  }
+  set_problem(p);
+}
+
+void DeviceProblem::set_problem(const Problem& p) {
+  AttentionParams& a = params_;
   if (!p.seqlens_k.empty()) {
     void* lens = alloc(p.seqlens_k.size() * sizeof(int), "seqlens_k");
-    be.upload(lens, p.seqlens_k.data(), p.seqlens_k.size() * sizeof(int));
+    be_.upload(lens, p.seqlens_k.data(), p.seqlens_k.size() * sizeof(int));
     a.seqlens_k = static_cast<const int*>(lens);
   }
   if (!p.seqlens_q.empty()) {
     void* lens = alloc(p.seqlens_q.size() * sizeof(int), "seqlens_q");
-    be.upload(lens, p.seqlens_q.data(), p.seqlens_q.size() * sizeof(int));
+    be_.upload(lens, p.seqlens_q.data(), p.seqlens_q.size() * sizeof(int));
     a.seqlens_q = static_cast<const int*>(lens);
   }
   a.batch = p.batch;
@@ -355,21 +376,23 @@ std::string refused(const StepInfo& step, const Options& opt) {
   return "";
 }
 
-RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::string& rung) {
-  RunOutcome out;
-  const Problem& p = opt.problem;
-  if (const std::string why = refused(step, opt); !why.empty()) return invalid(why);
-  // Notes go out at once when there is somewhere to print them, else with the outcome.
-  auto note = [&](const std::string& line) {
-    if (opt.notice)
-      opt.notice(line);
-    else
-      out.message += (out.message.empty() ? "" : "\n") + line;
-  };
-  const auto& variants = step.variants;
-
-  // Pick the backend (--counters, --instrumented: the CPU's, which counts and checks).
+// The backend a run uses, or why none can (exit code 2): --backend, else the GPU where there is
+// one and the step has a GPU kernel the build holds, else the CPU backend (with its schedule);
+// --counters and --instrumented run on the CPU backend. Notes what it fell back from.
+struct ChosenBackend {
   std::unique_ptr<Backend> be;
+  std::string invalid;  // non-empty: no backend, and why
+};
+
+ChosenBackend choose_backend(const StepInfo& step, const Options& opt,
+                             const std::function<void(const std::string&)>& note) {
+  ChosenBackend out;
+  std::unique_ptr<Backend>& be = out.be;
+  auto refuse = [&](const std::string& why) {
+    be.reset();
+    out.invalid = why;
+    return std::move(out);
+  };
   std::string why_not;
   if (opt.backend == "gpu" || (opt.backend == "auto" && !opt.counters && !opt.instrumented)) {
     if (!gpu_backend_built())
@@ -377,34 +400,36 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     else if (step.gpu == nullptr)
       why_not = step.name + " runs on the CPU only";
     else
-      be = make_gpu_backend(why_not, opt.gpu_device);
-    if (!be && opt.backend == "gpu") return invalid(step.name + ": --backend gpu: " + why_not);
+      be = make_gpu_backend(why_not, opt.gpu_device,
+                            opt.device_arrays ? opt.device_arrays->stream : nullptr);
+    if (!be && opt.backend == "gpu") return refuse(step.name + ": --backend gpu: " + why_not);
     if (!be && step.cpu != nullptr && step.gpu != nullptr)
       note("note: " + why_not + "; running on the CPU backend");
   }
   if (!be && step.cpu == nullptr)
-    return invalid(step.name + (opt.backend == "cpu" ? ": --backend cpu" : "") +
-                   ": runs on a GPU only" + (why_not.empty() ? "" : ": " + why_not));
+    return refuse(step.name + (opt.backend == "cpu" ? ": --backend cpu" : "") +
+                  ": runs on a GPU only" + (why_not.empty() ? "" : ": " + why_not));
   auto use_cpu_backend = [&] {
+    be.reset();  // a GPU backend first: it gives back the launch stream and the device it set
     be = make_cpu_backend();
     simt::set_schedule(simt::parse_schedule(opt.schedule));
   };
   if (!be) use_cpu_backend();
-  bool on_gpu = be->name() == "gpu";
   // The compute capability the kernels see (on the CPU backend SIMT_PRESENT_AS may name one: it
   // is read, and refused if invalid, on every run), and the one the step needs
   // (StepInfo::min_arch).
+  const bool on_gpu = be->name() == "gpu";
   ComputeCapability cc;
   try {
     cc = compute_capability(*be);
   } catch (const std::invalid_argument& e) {
-    return invalid(step.name + ": " + e.what());
+    return refuse(step.name + ": " + e.what());
   }
   if (!step.min_arch.empty() && step.gpu != nullptr) {
     ComputeCapability need;
     parse_compute_capability(step.min_arch, need);
     if (!cc.at_least(need.major, need.minor))
-      return invalid(
+      return refuse(
           step.name + ": needs compute capability " + std::to_string(need.major) + "." +
           std::to_string(need.minor) + " (" + step.min_arch + ") or newer, for " +
           step.min_arch_why + "; " +
@@ -419,11 +444,65 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     const std::string why = "this build has no GPU code for " + step.name +
                             " (CMAKE_CUDA_ARCHITECTURES holds nothing from " + step.min_arch +
                             " on)";
-    if (opt.backend == "gpu") return invalid(step.name + ": --backend gpu: " + why);
+    if (opt.backend == "gpu") return refuse(step.name + ": --backend gpu: " + why);
     note("note: " + why + "; running on the CPU backend");
     use_cpu_backend();
-    on_gpu = false;
   }
+  return out;
+}
+
+// The inputs a run reads on the host, into `own` unless the caller's (Options::inputs) are used
+// where they are: generated, loaded (--load), or the caller's device arrays copied back when they
+// are checked (Options::device_arrays; none otherwise). Returns "" or why they are refused: NaN or
+// Inf in given ones, or a scale that overflows on them.
+std::string host_inputs(const StepInfo& step, const Options& opt, Backend& be, HostInputs& own,
+                        const HostInputs*& in) {
+  const Problem& p = opt.problem;
+  in = opt.inputs != nullptr ? opt.inputs : &own;
+  if (opt.device_arrays != nullptr) {
+    if (!opt.check) return "";
+    const Options::DeviceArrays& d = *opt.device_arrays;
+    host_resize(own.q, p.q_elements(), "Q (host copy)");
+    host_resize(own.k, p.kv_elements(), "K (host copy)");
+    host_resize(own.v, p.kv_elements(), "V (host copy)");
+    be.download(own.q.data(), d.q, own.q.size() * sizeof(Bits16));
+    be.download(own.k.data(), d.k, own.k.size() * sizeof(Bits16));
+    be.download(own.v.data(), d.v, own.v.size() * sizeof(Bits16));
+  } else if (opt.inputs == nullptr && opt.load.empty()) {
+    own = make_inputs(p);
+  } else if (opt.inputs == nullptr) {
+    if (std::string why = load_inputs(opt.load, p, own); !why.empty())
+      return step.name + ": --load " + opt.load + ": " + why;
+  }
+  const bool given = opt.inputs != nullptr || opt.device_arrays != nullptr;
+  if (given || !opt.load.empty()) {
+    if (std::string why = check_finite(p, *in); !why.empty())
+      return step.name + ": " + (given ? "" : "--load " + opt.load + ": ") + why;
+  }
+  if (std::string why = check_scale(p, *in); !why.empty()) return step.name + ": " + why;
+  return "";
+}
+
+RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::string& rung) {
+  RunOutcome out;
+  const Problem& p = opt.problem;
+  if (const std::string why = refused(step, opt); !why.empty()) return invalid(why);
+  if (opt.device_arrays != nullptr && (opt.backend != "gpu" || opt.iters != 0 || opt.warmup > 0 ||
+                                       !opt.save.empty() || opt.inputs != nullptr))
+    throw std::logic_error("run_step: device arrays run once on --backend gpu, nothing saved");
+  // Notes go out at once when there is somewhere to print them, else with the outcome.
+  auto note = [&](const std::string& line) {
+    if (opt.notice)
+      opt.notice(line);
+    else
+      out.message += (out.message.empty() ? "" : "\n") + line;
+  };
+  const auto& variants = step.variants;
+
+  ChosenBackend chosen = choose_backend(step, opt, note);
+  if (!chosen.be) return invalid(chosen.invalid);
+  Backend* be = chosen.be.get();
+  const bool on_gpu = be->name() == "gpu";
   const StepFn run = on_gpu ? step.gpu : step.cpu;
   // On the CPU a run measures the emulator, not a GPU, and may take minutes: one is enough.
   const int iters = opt.iters >= 0 ? opt.iters : (on_gpu ? 20 : 1);
@@ -462,23 +541,15 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     if (const std::string why = choose_config(step, opt, be->arch(), row); !why.empty())
       return invalid(why);
 
-    // The caller's inputs (Options::inputs) are used where they are, not copied.
     HostInputs own;
-    const HostInputs& in = opt.inputs != nullptr ? *opt.inputs : own;
-    if (opt.inputs != nullptr) {
-      if (std::string why = check_finite(p, in); !why.empty())
-        return invalid(step.name + ": " + why);
-    } else if (opt.load.empty()) {
-      own = make_inputs(p);
-    } else {
-      if (std::string why = load_inputs(opt.load, p, own); !why.empty())
-        return invalid(step.name + ": --load " + opt.load + ": " + why);
-      if (std::string why = check_finite(p, own); !why.empty())
-        return invalid(step.name + ": --load " + opt.load + ": " + why);
-    }
-    if (std::string why = check_scale(p, in); !why.empty()) return invalid(step.name + ": " + why);
-    const DeviceProblem dev(*be, p, in);
-    const AttentionParams& params = dev.params();
+    const HostInputs* given = nullptr;
+    if (std::string why = host_inputs(step, opt, *be, own, given); !why.empty())
+      return invalid(why);
+    const HostInputs& in = *given;
+    const std::unique_ptr<DeviceProblem> dev =
+        opt.device_arrays ? std::make_unique<DeviceProblem>(*be, p, *opt.device_arrays, opt.check)
+                          : std::make_unique<DeviceProblem>(*be, p, in);
+    const AttentionParams& params = dev->params();
     RunContext ctx(*be);
     ctx.config = row.config;
     ctx.variant = variant;
@@ -494,7 +565,8 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
 
     // The checked run: outputs start poisoned, so anything left unwritten is caught. With
     // --counters it is the counted copy's, which counts what it does (and checks every access);
-    // with --instrumented the counted copy's too, counting nothing.
+    // with --instrumented the counted copy's too, counting nothing. On the caller's device arrays
+    // unchecked, the launch alone: the caller's stream orders what follows, nobody waits here.
     ctx.verify = true;
     double checked_ms = 0;  // the checked run's time: the row's time when iters is 0
     if (opt.instrumented) {
@@ -511,6 +583,8 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       row.counters = simt::counters::stop();
       row.counted = true;
       row.model = speed_of_light(*find_gpu(opt.model_gpu), p, row.counters);
+    } else if (opt.device_arrays && !opt.check) {
+      run(params, ctx);
     } else {
       checked_ms = be->time_ms([&] { run(params, ctx); });
     }
@@ -518,7 +592,7 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     if (opt.check || !opt.save.empty() || opt.keep_outputs) {
       std::vector<Bits16> o;
       std::vector<float> lse;
-      dev.download(o, lse);
+      dev->download(o, lse);
       if (!opt.save.empty()) {
         try {
           save_tensors(opt.save, step.name, p, in, o, lse);
@@ -533,7 +607,7 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       if (opt.keep_outputs) out.o = std::move(o), out.lse = std::move(lse);
     }
 
-    const double timed_ms = time_runs(*be, p, in, dev, run, ctx, warmup, iters);
+    const double timed_ms = time_runs(*be, p, in, *dev, run, ctx, warmup, iters);
     row.time_ms = iters == 0 ? checked_ms : timed_ms;
     row.tflops = row.time_ms > 0 ? p.flops() / (row.time_ms * 1e-3) / 1e12 : 0;
     out.ran = true;

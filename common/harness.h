@@ -109,6 +109,9 @@ struct StepInfo {
 class DeviceProblem {
  public:
   DeviceProblem(Backend& be, const Problem& p, const HostInputs& in);
+  // The caller's device arrays in place (Options::DeviceArrays): only the per-batch lengths are
+  // uploaded; O and LSE are poisoned when `poison` (a checked run), else left as they are.
+  DeviceProblem(Backend& be, const Problem& p, const Options::DeviceArrays& arrays, bool poison);
   ~DeviceProblem();
   DeviceProblem(const DeviceProblem&) = delete;
   DeviceProblem& operator=(const DeviceProblem&) = delete;
@@ -118,6 +121,7 @@ class DeviceProblem {
 
  private:
   void* alloc(size_t bytes, const char* label);
+  void set_problem(const Problem& p);  // the sizes, flags and per-batch lengths
   Backend& be_;
   std::vector<void*> buffers_;
   AttentionParams params_{};

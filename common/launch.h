@@ -1,7 +1,8 @@
 // One launch call for both backends:
 //     launch(scores_kernel<T>, {grid, block, smem_bytes}, p, S);
-// nvcc: a <<<grid, block, smem>>> launch, checked. Host compiler: simt::launch runs the grid on the
-// CPU and reports faults with the launch site (the default member `where` records the caller).
+// nvcc: a <<<grid, block, smem, stream>>> launch on this thread's launch_stream(), checked. Host
+// compiler: simt::launch runs the grid on the CPU and reports faults with the launch site (the
+// default member `where` records the caller).
 #pragma once
 
 #include <cstddef>
@@ -33,7 +34,8 @@ void launch(void (*kernel)(Params...), const LaunchConfig& cfg, const Args&... a
   if (cfg.smem_bytes > 48 * 1024)
     ATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(cfg.smem_bytes)));
-  kernel<<<cfg.grid, cfg.block, cfg.smem_bytes>>>(args...);
+  kernel<<<cfg.grid, cfg.block, cfg.smem_bytes, static_cast<cudaStream_t>(launch_stream())>>>(
+      args...);
   ATTN_CUDA_CHECK(cudaGetLastError());
 #else
   simt::launch(
