@@ -1,13 +1,65 @@
-"""python -m flashsteps [--help]: the steps, their rungs and what this build holds."""
+"""python -m flashsteps [--help]: the steps, their rungs and what this build holds.
+python -m flashsteps benchmark STEP [options]: a step timed on the GPU beside SDPA's backends."""
 
+import argparse
 import sys
 
 from . import _core
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ValueError(message)  # one line, exit 2, as every other refusal
+
+
+def benchmark(argv: list[str]) -> int:
+    """The benchmark's rows as a table (flashsteps.benchmark); bad input: one line, exit 2."""
+    from ._benchmark import benchmark as run
+
+    parser = _Parser(
+        prog="python -m flashsteps benchmark",
+        description="Times a step or rung of the course on the GPU with CUDA events, beside "
+                    "PyTorch's SDPA backends on the same CUDA tensors (flashsteps.benchmark).")
+    parser.add_argument("step", help="a step's name, its number (4), or a rung's label (4.3)")
+    parser.add_argument("--rung", help="a rung of the step, by name or number")
+    parser.add_argument("--variant", help="step 5's sm80 or sm90a")
+    parser.add_argument("--config", help="one of step 4's tile configurations")
+    for flag, default in (("--batch", 1), ("--heads", 16), ("--seqlen", 4096), ("--dim", 128),
+                          ("--iters", 20), ("--warmup", 3)):
+        parser.add_argument(flag, type=int, default=default, help=f"default {default}")
+    parser.add_argument("--heads-kv", type=int, help="default: --heads (GQA when fewer)")
+    parser.add_argument("--seqlen-k", type=int, help="default: --seqlen")
+    parser.add_argument("--dtype", default="bf16", help="fp16 or bf16 (default)")
+    parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--sdpa", default="flash,efficient,cudnn",
+                        help="SDPA backends beside it, comma-separated ('' for none)")
+    try:
+        a = parser.parse_args(argv)
+        rows = run(a.step, batch=a.batch, heads=a.heads, heads_kv=a.heads_kv, seqlen=a.seqlen,
+                   seqlen_k=a.seqlen_k, dim=a.dim, dtype=a.dtype, causal=a.causal, rung=a.rung,
+                   variant=a.variant, config=a.config,
+                   sdpa=tuple(b for b in a.sdpa.split(",") if b), warmup=a.warmup, iters=a.iters)
+    except (ValueError, TypeError) as e:
+        print(f"python -m flashsteps benchmark: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+    r = rows[0]
+    print(f"flashsteps.benchmark on {r['device']}: B={r['batch']} H={r['heads']}/{r['heads_kv']} "
+          f"Sq={r['seqlen_q']} Sk={r['seqlen_k']} D={r['dim']} {r['dtype']}"
+          f"{' causal' if r['causal'] else ''}; median ms per call, CUDA events")
+    print(f"{'kernel':<28} {'ms':>9} {'TFLOPS':>8}  note")
+    for r in rows:
+        ms = f"{r['ms']:.4f}" if r["ms"] else "-"
+        tf = f"{r['tflops']:.1f}" if r["tflops"] else "-"
+        print(f"{r['kernel']:<28} {ms:>9} {tf:>8}  {r['note']}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "benchmark":
+        return benchmark(argv[1:])
     if argv and argv[0] not in ("-h", "--help"):
-        print(f"python -m flashsteps: unknown argument {argv[0]!r} (only --help)", file=sys.stderr)
+        print(f"python -m flashsteps: unknown argument {argv[0]!r} (--help, or benchmark STEP "
+              "...)", file=sys.stderr)
         return 2
     print("flashsteps: FlashAttention in six steps, from Python\n")
     print("    o, lse = flashsteps.attention(q, k, v, step='step4_tensorcore', causal=False,")
@@ -31,6 +83,7 @@ def main(argv: list[str]) -> int:
     gpu = f"GPU code for {', '.join(archs)}" if archs else "no GPU code (CPU backend only)"
     print(f"\nthis build: {gpu}; CUDA toolkit {_core.cuda_toolkit}; commit {_core.commit}")
     print("which GPU runs which step: docs/gpus.md")
+    print("on a GPU: python -m flashsteps benchmark STEP --help (a step beside SDPA's backends)")
     return 0
 
 

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import _core
+from . import _core, _cuda
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # Step 4 reads its table of tuned tile configurations at run time; the package carries a copy.
@@ -126,8 +126,10 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
     `dtype` ('fp16' or 'bf16', required for them). Any DLPack array: a NumPy array, a PyTorch
     tensor or a JAX array in host memory runs on the CPU backend (the kernels executed by the
     project's SIMT emulator: slow, exact, every barrier and asynchronous copy checked); a PyTorch
-    CUDA tensor runs the GPU build on the tensor's device (the inputs and outputs pass through
-    host memory, ordered with the tensor's current stream: for learning, not for speed).
+    CUDA tensor or a CuPy array runs the GPU build in place: on the array's device and its
+    framework's current stream, O and LSE allocated by that framework, nothing copied through
+    the host (an array that is not C-contiguous and 16-byte aligned is copied once on the device)
+    and nothing waited for, unless check=True.
 
     step: a name from flashsteps.steps() ('step0_reference' .. 'step5_warpspecialized'), the
     step's number (0-5), or a rung's label as scripts/stepdiff.py prints it ('4.3': rung 3 of
@@ -140,7 +142,7 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
     'sm80' or 'sm90a'. schedule: the order the CPU backend runs threads between synchronisation
     points ('forward', 'reverse', 'random[:SEED]'): results must not depend on it. config: a tile
     configuration (step 4). check: also compare with the FP64 reference (RuntimeError if it
-    fails). counters: also return what the kernels did, counted on the CPU backend as Nsight
+    fails; on CUDA arrays it copies them to the host to do so). counters: also return what the kernels did, counted on the CPU backend as Nsight
     Compute would (global sectors and bytes, shared-memory wavefronts and bank conflicts, tensor
     instructions, ...) and a speed-of-light model of it on `model_gpu` (a GPU the model knows,
     'H100 SXM' by default; labelled a model, not a measurement), as a dict.
@@ -156,45 +158,42 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
     if len(set(devices.values())) != 1:
         raise ValueError("q, k and v must be on one device; they are on "
                          + ", ".join(f"{n}: {_device_name(d)}" for n, d in devices.items()))
+    kind, index = devices["q"]
     kinds = {n: type(a).__module__.split(".")[0] for n, a in arrays.items()}
-    if len(set(kinds.values())) != 1 and "torch" in kinds.values():
+    if len(set(kinds.values())) != 1 and ("torch" in kinds.values() or kind == _DLPACK_CUDA):
         raise TypeError("q, k and v must be arrays of one framework; they are "
                         + ", ".join(f"{n}: {type(a).__module__}.{type(a).__name__}"
                                     for n, a in arrays.items()))
-    kind, index = devices["q"]
-    backend, gpu_device = "cpu", 0
     if kind == _DLPACK_CUDA:
-        if not type(q).__module__.startswith("torch"):
-            raise ValueError(f"q is a {type(q).__module__} array on {_device_name((kind, index))}:"
-                             " CUDA arrays are taken as PyTorch tensors; pass a torch.Tensor (or"
-                             " a host array for the CPU backend)")
-        backend, gpu_device = "gpu", index
-        # .cpu() waits for the work queued on the tensor's stream; detach: DLPack exports no
-        # autograd graph.
-        arrays = {n: a.detach().cpu() for n, a in arrays.items()}
+        _cuda.refuse_unless_supported(q, _device_name((kind, index)), _flag("counters", counters),
+                                      _text("schedule", schedule, allow_none=False),
+                                      _text("model_gpu", model_gpu))
     elif kind != _DLPACK_CPU:
         raise ValueError(f"q is on {_device_name((kind, index))}: only host (CPU) arrays and "
-                         "PyTorch CUDA tensors are supported")
+                         "CUDA arrays (PyTorch, CuPy) are supported")
     elif type(q).__module__.startswith("torch"):
-        arrays = {n: a.detach() for n, a in arrays.items()}
+        arrays = {n: a.detach() for n, a in arrays.items()}  # DLPack exports no autograd graph
     if isinstance(rung, bool) or not isinstance(rung, (str, int, np.integer, type(None))):
         raise TypeError(f"rung must be a name, a number or None, not {rung!r}")
     step, rung = _step_and_rung(step, rung)
     seed = operator.index(seed)
     if not 0 <= seed < 2**64:
         raise ValueError(f"seed={seed}: must be in [0, 2^64)")
-    o, lse, row, _notes = _core.run(
-        step, arrays["q"], arrays["k"], arrays["v"], dtype=_text("dtype", dtype),
+    options = dict(
         causal=_flag("causal", causal), scale=None if scale is None else _real("scale", scale),
         seqlens_q=_lengths("seqlens_q", seqlens_q), seqlens_k=_lengths("seqlens_k", seqlens_k),
         dropout=_real("dropout", dropout), seed=seed,
         rung=None if rung is None else str(rung), variant=_text("variant", variant),
-        backend=backend, gpu_device=gpu_device,
-        schedule=_text("schedule", schedule, allow_none=False), config=_text("config", config),
+        config=_text("config", config),
         tuned_table=_TUNED_TABLE if os.path.exists(_TUNED_TABLE) else None,
-        check=_flag("check", check), counters=_flag("counters", counters),
-        model_gpu=_text("model_gpu", model_gpu),
-        handle_sigint=threading.current_thread() is threading.main_thread())
+        check=_flag("check", check))
+    if kind == _DLPACK_CUDA:
+        return _cuda.run_in_place(step, q, k, v, _text("dtype", dtype), **options)
+    o, lse, row, _notes = _core.run(
+        step, arrays["q"], arrays["k"], arrays["v"], dtype=_text("dtype", dtype),
+        backend="cpu", schedule=_text("schedule", schedule, allow_none=False),
+        counters=_flag("counters", counters), model_gpu=_text("model_gpu", model_gpu),
+        handle_sigint=threading.current_thread() is threading.main_thread(), **options)
     o, lse = _like(q, o), _like(q, lse, keep_float32=True)
     if counters:
         return o, lse, {f: _number(row[f]) for f in _COUNTER_FIELDS}

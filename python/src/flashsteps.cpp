@@ -192,27 +192,15 @@ std::mutex g_run_mutex;
   throw nb::python_error();
 }
 
-nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
-              const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
-              const std::optional<std::string>& dtype, bool causal, std::optional<float> scale,
-              std::optional<std::vector<int>> seqlens_q, std::optional<std::vector<int>> seqlens_k,
-              float dropout, uint64_t seed, const std::optional<std::string>& rung,
-              const std::optional<std::string>& variant, const std::string& backend, int gpu_device,
-              const std::string& schedule, const std::optional<std::string>& config,
-              const std::optional<std::string>& tuned_table, bool check, bool counters,
-              const std::optional<std::string>& model_gpu, bool handle_sigint) {
-  const attn::StepInfo& step = find_step(step_name);
-  for (auto [name, a] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) {
-    if (a->device_type() != nb::device::cpu::value)
-      throw nb::value_error((std::string(name) +
-                             ": the array must be in host memory here (flashsteps.attention "
-                             "copies a CUDA array to the host)")
-                                .c_str());
+// The checks every array gets wherever it is: 4 dimensions, k and v of one shape, batch and head
+// dim shared with q, no empty or oversized dimension.
+void check_shapes(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>& k,
+                  const nb::ndarray<nb::ro>& v) {
+  for (auto [name, a] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}})
     if (a->ndim() != 4)
       throw nb::value_error((std::string(name) + " has shape " + shape_of(*a) +
                              ": expected 4 dimensions (batch, heads, seqlen, head_dim)")
                                 .c_str());
-  }
   if (k.shape(0) != q.shape(0) || k.shape(3) != q.shape(3))
     throw nb::value_error(("q has shape " + shape_of(q) + " and k " + shape_of(k) +
                            ": batch (dim 0) and head_dim (dim 3) must match")
@@ -231,53 +219,122 @@ nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
         k.shape(d) > size_t(std::numeric_limits<int>::max()))
       throw nb::value_error(
           ("q " + shape_of(q) + ", k " + shape_of(k) + ": a size beyond 2^31").c_str());
+}
 
+// What a call asks of the harness besides the arrays, as the step executables' flags would:
+// the problem and the options, checked and refused in the executables' words.
+struct Call {
+  std::optional<std::string> dtype;
+  bool causal = false;
+  std::optional<float> scale;
+  std::optional<std::vector<int>> seqlens_q, seqlens_k;
+  float dropout = 0;
+  uint64_t seed = 0;
+  std::optional<std::string> rung, variant;
+  std::string backend;
+  int gpu_device = 0;
+  std::string schedule;
+  std::optional<std::string> config, tuned_table;
+  bool check = false, counters = false;
+  std::optional<std::string> model_gpu;
+};
+
+attn::Options options_for(const attn::StepInfo& step, const nb::ndarray<nb::ro>& q,
+                          const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
+                          const Call& c) {
+  check_shapes(q, k, v);
   attn::Options opt;
   attn::Problem& p = opt.problem;
-  p.dtype = input_dtype(q, k, v, dtype);
+  p.dtype = input_dtype(q, k, v, c.dtype);
   p.batch = int(q.shape(0));
   p.heads = int(q.shape(1));
   p.seqlen_q = int(q.shape(2));
   p.dim = int(q.shape(3));
   p.heads_kv = int(k.shape(1));
   p.seqlen_k = int(k.shape(2));
-  p.causal = causal;
-  p.scale = scale;
-  p.dropout = dropout;
-  p.seed = seed;
-  if (seqlens_q) p.seqlens_q = *seqlens_q;
-  if (seqlens_k) p.seqlens_k = *seqlens_k;
+  p.causal = c.causal;
+  p.scale = c.scale;
+  p.dropout = c.dropout;
+  p.seed = c.seed;
+  if (c.seqlens_q) p.seqlens_q = *c.seqlens_q;
+  if (c.seqlens_k) p.seqlens_k = *c.seqlens_k;
   // The step executables' checks and messages (common/cli.cpp), in the same words.
   auto refuse = [&](const std::string& why) { raise(PyExc_ValueError, step.name + ": " + why); };
   if (const std::string why = attn::validate(p); !why.empty()) refuse(why);
-  if (backend != "cpu" && backend != "gpu") refuse("backend='" + backend + "': use 'cpu' or 'gpu'");
+  if (c.backend != "cpu" && c.backend != "gpu")
+    refuse("backend='" + c.backend + "': use 'cpu' or 'gpu'");
   try {
-    simt::parse_schedule(schedule);
+    simt::parse_schedule(c.schedule);
   } catch (const std::invalid_argument& e) {
     refuse(std::string("--schedule: ") + e.what());
   }
-  if (model_gpu && !counters) refuse("--model-gpu models a counted run: add --counters");
-  opt.model_gpu = model_gpu.value_or(opt.model_gpu);
+  if (c.model_gpu && !c.counters) refuse("--model-gpu models a counted run: add --counters");
+  opt.model_gpu = c.model_gpu.value_or(opt.model_gpu);
   if (!attn::find_gpu(opt.model_gpu)) {
     std::string known;
     for (const attn::GpuSpec& g : attn::model_gpus()) known += (known.empty() ? "" : ", ") + g.name;
     refuse("--model-gpu " + opt.model_gpu + ": not a GPU the model knows (" + known + ")");
   }
-  if (counters && step.gpu != nullptr && step.counted == nullptr)
+  if (c.counters && step.gpu != nullptr && step.counted == nullptr)
     refuse(
         "--counters: this build of flashsteps has no counted copy of the kernels (they need "
         "g++ and ATTN_COUNTERS=ON: pip install . -C cmake.define.ATTN_COUNTERS=ON)");
-  opt.backend = backend;
-  opt.gpu_device = gpu_device;
-  opt.schedule = schedule;
-  opt.variant = variant.value_or("");
-  opt.rung = rung.value_or("");
-  opt.config = config.value_or("");
-  opt.tuned_table = tuned_table.value_or("");
-  opt.check = check;
-  opt.counters = counters;
+  opt.backend = c.backend;
+  opt.gpu_device = c.gpu_device;
+  opt.schedule = c.schedule;
+  opt.variant = c.variant.value_or("");
+  opt.rung = c.rung.value_or("");
+  opt.config = c.config.value_or("");
+  opt.tuned_table = c.tuned_table.value_or("");
+  opt.check = c.check;
+  opt.counters = c.counters;
   opt.iters = 0;  // the checked run alone
   opt.warmup = 0;
+  return opt;
+}
+
+// The harness's outcome as Python sees it: an exception, or nothing for a run that passed.
+void raise_for(const attn::StepInfo& step, const attn::RunOutcome& r, bool handle_sigint) {
+  if (r.interrupted) raise(PyExc_KeyboardInterrupt, r.message);
+  // Ctrl-C where the run does not look (the FP64 check, a GPU run, the last block): Python would
+  // have raised it when the call returned, and so does this.
+  if (handle_sigint && g_interrupt.load())
+    raise(PyExc_KeyboardInterrupt, step.name + ": interrupted (Ctrl-C)");
+  if (r.exit_code == 2) raise(r.out_of_memory ? PyExc_MemoryError : PyExc_ValueError, r.message);
+  if (!r.ran) raise(PyExc_RuntimeError, r.message);
+  if (r.row.checked && !r.row.check.passed)
+    raise(PyExc_RuntimeError,
+          r.row.step + ": check against the FP64 reference FAILED: " + r.row.check.first_failure);
+}
+
+nb::dict row_of(const attn::RunOutcome& r) {
+  nb::dict row;
+  const std::vector<std::string> fields = attn::csv_fields(r.row);
+  for (size_t i = 0; i < fields.size(); ++i) row[attn::csv_columns()[i].c_str()] = fields[i];
+  return row;
+}
+
+nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
+              const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
+              const std::optional<std::string>& dtype, bool causal, std::optional<float> scale,
+              std::optional<std::vector<int>> seqlens_q, std::optional<std::vector<int>> seqlens_k,
+              float dropout, uint64_t seed, const std::optional<std::string>& rung,
+              const std::optional<std::string>& variant, const std::string& backend, int gpu_device,
+              const std::string& schedule, const std::optional<std::string>& config,
+              const std::optional<std::string>& tuned_table, bool check, bool counters,
+              const std::optional<std::string>& model_gpu, bool handle_sigint) {
+  const attn::StepInfo& step = find_step(step_name);
+  for (auto [name, a] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}})
+    if (a->device_type() != nb::device::cpu::value)
+      throw nb::value_error((std::string(name) +
+                             ": the array must be in host memory here (CUDA arrays go to "
+                             "run_cuda, which flashsteps.attention calls for them)")
+                                .c_str());
+  attn::Options opt = options_for(
+      step, q, k, v,
+      {dtype, causal, scale, std::move(seqlens_q), std::move(seqlens_k), dropout, seed, rung,
+       variant, backend, gpu_device, schedule, config, tuned_table, check, counters, model_gpu});
+  const attn::Problem& p = opt.problem;
   opt.keep_outputs = true;
   opt.interrupt = &g_interrupt;
 
@@ -298,16 +355,7 @@ nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
     SigintToInterrupt sigint(handle_sigint);
     r = attn::run_step(step, opt);
   }
-  if (r.interrupted) raise(PyExc_KeyboardInterrupt, r.message);
-  // Ctrl-C where the run does not look (the FP64 check, a GPU run, the last block): Python would
-  // have raised it when the call returned, and so does this.
-  if (handle_sigint && g_interrupt.load())
-    raise(PyExc_KeyboardInterrupt, step.name + ": interrupted (Ctrl-C)");
-  if (r.exit_code == 2) raise(r.out_of_memory ? PyExc_MemoryError : PyExc_ValueError, r.message);
-  if (!r.ran) raise(PyExc_RuntimeError, r.message);
-  if (r.row.checked && !r.row.check.passed)
-    raise(PyExc_RuntimeError,
-          r.row.step + ": check against the FP64 reference FAILED: " + r.row.check.first_failure);
+  raise_for(step, r, handle_sigint);
 
   // O as float32 (every fp16 and bf16 value is one exactly), LSE as it is.
   const size_t rows = size_t(p.batch) * p.heads * p.seqlen_q;
@@ -324,11 +372,88 @@ nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
   const size_t lse_shape[3] = {size_t(p.batch), size_t(p.heads), size_t(p.seqlen_q)};
   nb::ndarray<nb::numpy, float> o_array(o_owner.data(), 4, o_shape, o_owner);
   nb::ndarray<nb::numpy, float> lse_array(lse_owner.data(), 3, lse_shape, lse_owner);
+  return nb::make_tuple(o_array, lse_array, row_of(r), r.message);
+}
 
-  nb::dict row;
-  const std::vector<std::string> fields = attn::csv_fields(r.row);
-  for (size_t i = 0; i < fields.size(); ++i) row[attn::csv_columns()[i].c_str()] = fields[i];
-  return nb::make_tuple(o_array, lse_array, row, r.message);
+// A CUDA array as the kernels take it in place: the expected shape, on q's device, C-contiguous
+// (the layouts of AttentionParams) and at an address that is a multiple of 16 bytes (the kernels'
+// vector loads, cp.async and TMA need it). flashsteps.attention copies an array that is not, once,
+// on its device.
+template <typename A>
+void check_in_place(const char* name, const A& a, const std::vector<size_t>& shape, int device_id) {
+  std::string want = "(";
+  for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+  want += ")";
+  bool same = a.ndim() == shape.size();
+  for (size_t i = 0; same && i < shape.size(); ++i) same = a.shape(i) == shape[i];
+  if (!same) throw nb::value_error((std::string(name) + ": expected shape " + want).c_str());
+  if (a.device_type() != nb::device::cuda::value || a.device_id() != device_id)
+    throw nb::value_error((std::string(name) + ": expected an array on cuda:" +
+                           std::to_string(device_id) + ", the device of q")
+                              .c_str());
+  int64_t stride = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != stride)
+      throw nb::value_error((std::string(name) +
+                             ": not C-contiguous (flashsteps.attention copies such an array once "
+                             "on its device)")
+                                .c_str());
+    stride *= int64_t(a.shape(i));
+  }
+  if (reinterpret_cast<uintptr_t>(a.data()) % 16 != 0)
+    throw nb::value_error((std::string(name) +
+                           ": its address is not a multiple of 16 bytes (flashsteps.attention "
+                           "copies such an array once on its device)")
+                              .c_str());
+}
+
+// The GPU build on CUDA arrays in place: the step reads q, k, v where they are and writes o and
+// lse, launched on `stream` (the caller's framework's current stream, as an integer) and not
+// waited for, unless `check`.
+nb::dict run_cuda(const std::string& step_name, const nb::ndarray<nb::ro>& q,
+                  const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v, nb::ndarray<> o,
+                  nb::ndarray<float> lse, uintptr_t stream, const std::optional<std::string>& dtype,
+                  bool causal, std::optional<float> scale,
+                  std::optional<std::vector<int>> seqlens_q,
+                  std::optional<std::vector<int>> seqlens_k, float dropout, uint64_t seed,
+                  const std::optional<std::string>& rung, const std::optional<std::string>& variant,
+                  const std::optional<std::string>& config,
+                  const std::optional<std::string>& tuned_table, bool check) {
+  const attn::StepInfo& step = find_step(step_name);
+  if (q.device_type() != nb::device::cuda::value)
+    throw nb::value_error("q: run_cuda takes CUDA arrays (run takes host arrays)");
+  attn::Options opt = options_for(step, q, k, v,
+                                  {dtype, causal, scale, std::move(seqlens_q), std::move(seqlens_k),
+                                   dropout, seed, rung, variant, "gpu", int(q.device_id()),
+                                   "forward", config, tuned_table, check, false, std::nullopt});
+  if (!attn::gpu_backend_built())
+    throw nb::value_error((step.name +
+                           ": q is a CUDA array, and this build of flashsteps has no "
+                           "GPU code (" +
+                           attn::kBuiltWithoutToolkit + "): pass host arrays")
+                              .c_str());
+  const attn::Problem& p = opt.problem;
+  const size_t B = size_t(p.batch), H = size_t(p.heads), Hkv = size_t(p.kv_heads()),
+               Sq = size_t(p.seqlen_q), Sk = size_t(p.seqlen_k), D = size_t(p.dim);
+  const int dev = int(q.device_id());
+  check_in_place("q", q, {B, H, Sq, D}, dev);
+  check_in_place("k", k, {B, Hkv, Sk, D}, dev);
+  check_in_place("v", v, {B, Hkv, Sk, D}, dev);
+  check_in_place("o", o, {B, H, Sq, D}, dev);
+  check_in_place("lse", lse, {B, H, Sq}, dev);
+  if (o.dtype() != q.dtype()) throw nb::value_error("o: expected the dtype of q");
+  const attn::Options::DeviceArrays arrays{q.data(), k.data(),   v.data(),
+                                           o.data(), lse.data(), reinterpret_cast<void*>(stream)};
+  opt.device_arrays = &arrays;
+
+  attn::RunOutcome r;
+  {
+    nb::gil_scoped_release no_gil;
+    std::lock_guard lock(g_run_mutex);
+    r = attn::run_step(step, opt);
+  }
+  raise_for(step, r, false);
+  return row_of(r);
 }
 
 }  // namespace
@@ -354,6 +479,19 @@ NB_MODULE(_core, m) {
         "fields (str), notes the harness's notes. Raises ValueError for invalid input, "
         "MemoryError for a problem that does not fit, RuntimeError for a failed check or a "
         "fault, KeyboardInterrupt when handle_sigint and Ctrl-C stops the run.");
+  m.def("run_cuda", &run_cuda, nb::arg("step"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
+        nb::arg("o"), nb::arg("lse"), nb::kw_only(), nb::arg("stream"),
+        nb::arg("dtype").none() = nb::none(), nb::arg("causal") = false,
+        nb::arg("scale").none() = nb::none(), nb::arg("seqlens_q").none() = nb::none(),
+        nb::arg("seqlens_k").none() = nb::none(), nb::arg("dropout") = 0.0f, nb::arg("seed") = 0,
+        nb::arg("rung").none() = nb::none(), nb::arg("variant").none() = nb::none(),
+        nb::arg("config").none() = nb::none(), nb::arg("tuned_table").none() = nb::none(),
+        nb::arg("check") = false,
+        "Runs a step's GPU kernels in place on CUDA arrays: reads q (B, H, Sq, D), k and v (B, "
+        "Hkv, Sk, D), fp16 or bf16, and writes o (like q) and lse (float32, (B, H, Sq)), each "
+        "C-contiguous and 16-byte aligned on q's device; launched on `stream` (a cudaStream_t as "
+        "an integer, 0 the default stream) and not waited for unless check. Returns the result "
+        "row's CSV fields. Raises as run does.");
   m.attr("gpu_built") = attn::gpu_backend_built();
   m.attr("cuda_architectures") = std::string(ATTN_CUDA_ARCHITECTURES);
   m.attr("commit") = attn::build_commit();

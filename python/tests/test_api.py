@@ -339,19 +339,6 @@ def test_a_torch_tensor_beside_a_numpy_array_is_a_type_error():
             flashsteps.attention(*args, "step3_fused")
 
 
-def test_torch_cuda_tensors_on_the_gpu():
-    torch = pytest.importorskip("torch")
-    if not (torch.cuda.is_available() and flashsteps.gpu_built):
-        pytest.skip("no CUDA GPU here, or a build without the CUDA toolkit")
-    q, k, v = (torch.from_numpy(x).cuda() for x in fp16())
-    for step in KERNEL_STEPS:
-        o, lse = flashsteps.attention(q, k, v, step, causal=True)
-        assert o.device == q.device and o.dtype == torch.float16
-        cpu_o, cpu_lse = flashsteps.attention(q.cpu(), k.cpu(), v.cpu(), step, causal=True)
-        assert reference.gate(o.cpu().double().numpy(), lse.cpu().numpy(),
-                              cpu_o.double().numpy(), cpu_lse.double().numpy(), "fp16") is None
-
-
 def test_help_lists_every_step_and_rung():
     r = subprocess.run([sys.executable, "-m", "flashsteps", "--help"], capture_output=True,
                        text=True)

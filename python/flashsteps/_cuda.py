@@ -1,0 +1,107 @@
+"""CUDA arrays in place: the GPU build reads q, k, v where they are and writes O and LSE into the
+caller's framework's own arrays, on its current stream, with no copy through the host.
+
+A framework is supported when flashsteps knows its current stream and can allocate its arrays:
+PyTorch (torch.cuda.current_stream) and CuPy (cupy.cuda.get_current_stream). The kernels take
+C-contiguous arrays at addresses that are multiples of 16 bytes; any other array is copied once,
+on its device and stream, by the framework itself, as are float32/float64 arrays rounded to the
+16-bit dtype the kernels compute in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _core
+
+_SIXTEEN = ("fp16", "bf16")
+
+
+def _torch_prepare(arrays: dict[str, Any], dtype: str | None) -> tuple[dict[str, Any], Any]:
+    import torch
+    wide = {torch.float32, torch.float64}
+    to = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    if dtype in to and all(a.dtype in wide for a in arrays.values()) and \
+            len({a.dtype for a in arrays.values()}) == 1:
+        # Rounded on the device, to nearest even (PyTorch rounds float64 through float32).
+        arrays = {n: a.detach().to(to[dtype]) for n, a in arrays.items()}
+    out = {}
+    for name, a in arrays.items():
+        a = a.detach()
+        if not a.is_contiguous() or a.data_ptr() % 16:
+            a = a.clone(memory_format=torch.contiguous_format)
+        out[name] = a
+    return out, torch.cuda.current_stream(out["q"].device).cuda_stream
+
+
+def _torch_empty(ref: Any, shape: tuple[int, ...], float32: bool) -> Any:
+    import torch
+    return torch.empty(shape, dtype=torch.float32 if float32 else ref.dtype, device=ref.device)
+
+
+def _cupy_prepare(arrays: dict[str, Any], dtype: str | None) -> tuple[dict[str, Any], Any]:
+    import cupy
+    wide = {cupy.dtype(cupy.float32), cupy.dtype(cupy.float64)}
+    if dtype in _SIXTEEN and all(a.dtype in wide for a in arrays.values()) and \
+            len({a.dtype for a in arrays.values()}) == 1:
+        if dtype == "bf16":
+            raise ValueError("dtype='bf16': CuPy has no bfloat16 arrays to hold the rounded "
+                             "inputs and O; use dtype='fp16', or PyTorch tensors")
+        arrays = {n: a.astype(cupy.float16) for n, a in arrays.items()}
+    out = {}
+    with arrays["q"].device:
+        for name, a in arrays.items():
+            if not a.flags.c_contiguous or a.data.ptr % 16:
+                a = cupy.ascontiguousarray(a).copy()  # a fresh allocation: aligned
+            out[name] = a
+        stream = cupy.cuda.get_current_stream().ptr
+    return out, stream
+
+
+def _cupy_empty(ref: Any, shape: tuple[int, ...], float32: bool) -> Any:
+    import cupy
+    with ref.device:
+        return cupy.empty(shape, dtype=cupy.float32 if float32 else ref.dtype)
+
+
+_FRAMEWORKS = {"torch": (_torch_prepare, _torch_empty), "cupy": (_cupy_prepare, _cupy_empty)}
+
+
+def framework(q: Any) -> str:
+    return type(q).__module__.split(".")[0]
+
+
+def refuse_unless_supported(q: Any, where: str, counters: bool, schedule: str,
+                            model_gpu: str | None) -> None:
+    """ValueError, in one line, for a CUDA array flashsteps cannot run in place."""
+    if not _core.gpu_built:
+        raise ValueError(f"q is a CUDA array ({where}), and this build of flashsteps has no GPU "
+                         "code (built without the CUDA toolkit): pass host arrays, or install "
+                         "flashsteps with nvcc on PATH")
+    if counters or model_gpu is not None:
+        raise ValueError(f"{'counters=True' if counters else 'model_gpu'}: the counts are taken "
+                         "on the CPU backend: pass host arrays (the same arrays copied to the "
+                         "host)")
+    if schedule != "forward":
+        raise ValueError(f"schedule={schedule!r} orders the CPU backend's threads; a CUDA array "
+                         "runs on the GPU, which has its own order: pass host arrays")
+    name = framework(q)
+    if name not in _FRAMEWORKS:
+        raise ValueError(f"q is a {type(q).__module__} array on {where}: CUDA arrays run in "
+                         "place as PyTorch tensors or CuPy arrays (flashsteps knows their "
+                         "streams); pass one of those, or a host array for the CPU backend")
+
+
+def run_in_place(step: str, q: Any, k: Any, v: Any, dtype: str | None,
+                 **options: Any) -> tuple[Any, Any]:
+    """O and LSE of the step on CUDA arrays, in their framework (O in q's 16-bit dtype, float32
+    for float32/float64 inputs)."""
+    prepare, empty = _FRAMEWORKS[framework(q)]
+    wide = str(q.dtype).rsplit(".", 1)[-1] in ("float32", "float64")
+    arrays, stream = prepare({"q": q, "k": k, "v": v}, dtype)
+    q16 = arrays["q"]
+    shape = tuple(q16.shape) if len(q16.shape) == 4 else (1, 1, 1, 1)
+    o = empty(q16, shape, float32=False)
+    lse = empty(q16, shape[:3], float32=True)
+    _core.run_cuda(step, arrays["q"], arrays["k"], arrays["v"], o, lse, stream=stream,
+                   dtype=dtype, **options)
+    return (o.astype("float32") if framework(q) == "cupy" else o.float()) if wide else o, lse
