@@ -4,30 +4,38 @@
 # CUDA driver, toolkit libraries (cuBLAS), Python and profilers.
 #
 #   scripts/gpu_bundle.sh --arch 90a OUTDIR        build for sm_90a alone (build-bundle-90a/), pack
+#                                                  OUTDIR and OUTDIR.tar.xz, the copy that travels
 #   scripts/gpu_bundle.sh --from-build DIR OUTDIR  pack an existing build's binaries (the rehearsal)
+#   --python PY   the Python the GPU machine runs (its minor version; default: python3.12 on PATH
+#                 or pyenv's, the device machine's, docs/gpus.md): flashsteps is built for it
 #
 # The bundle holds:
 #   bin/attn_suite        every step, rung and configuration, with the cuBLAS baseline (suite/)
-#   lib/                  the shared libraries attn_suite loads that a bare CUDA machine lacks
-#                         (found with ldd: all but the C and C++ runtimes, the driver and CUDA's own)
+#   lib/                  the shared libraries attn_suite and flashsteps load that a bare CUDA
+#                         machine lacks (found with ldd: all but the C and C++ runtimes, the driver
+#                         and CUDA's own)
+#   python/               (--arch) the package flashsteps built for PY, and its CUDA-array tests
+#                         (python/tests/test_cuda.py), which the run's stage e runs
 #   share/                step 4's tuned table; cpu_counts.csv, what the CPU backend counts for
 #                         each kernel at the shape Nsight Compute profiles (gpu_report.py NCU_SHAPE)
 #   scripts/              gpu_run.sh, and the scripts it calls (gpu_report.py, bench_torch.py)
 #   MANIFEST              commit, architecture, toolkit, the newest glibc symbol needed, every file
-# It prints its size; a bundle for one architecture stays under 48 MiB (the device machine takes 64
-# with the repository). Exit status 2, with one line, for an architecture this toolkit lacks, an
-# OUTDIR that is neither new, empty nor a bundle, or one that cannot be written.
+# It prints its size; the packed bundle for one architecture stays under 48 MiB (the device machine
+# takes 64 with the repository). Exit status 2, with one line, for an architecture this toolkit
+# lacks, a PY that is not a Python, an OUTDIR that is neither new, empty nor a bundle, or one that
+# cannot be written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 fail() { echo "gpu_bundle: $*" >&2; exit 2; }
-usage="usage: scripts/gpu_bundle.sh --arch ARCH OUTDIR | --from-build DIR OUTDIR"
-arch="" from="" out=""
+usage="usage: scripts/gpu_bundle.sh --arch ARCH [--python PY] OUTDIR | --from-build DIR OUTDIR"
+arch="" from="" out="" python=""
 while (($#)); do
   case "$1" in
     --arch) arch=${2:-}; shift 2 || fail "$usage" ;;
+    --python) python=${2:-}; shift 2 || fail "$usage" ;;
     --from-build) from=${2:-}; shift 2 || fail "$usage" ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) fail "unknown option $1 ($usage)" ;;
     *) [[ -z $out ]] || fail "one OUTDIR only ($usage)"; out=$1; shift ;;
   esac
@@ -35,6 +43,7 @@ done
 [[ -n $out && ( -n $arch || -n $from ) && ( -z $arch || -z $from ) ]] || fail "$usage"
 
 if [[ -n $from ]]; then
+  [[ -z $python ]] || fail "--python: with --arch only (a --from-build bundle holds no package)"
   [[ -x $from/bin/attn_suite ]] || fail "--from-build $from: no bin/attn_suite there (build it first)"
 else
   [[ $arch =~ ^([0-9]+)[af]?$ ]] || fail "--arch $arch: an architecture by number, e.g. 90a or 80"
@@ -45,6 +54,16 @@ else
   [[ " $known " == *" ${BASH_REMATCH[1]} "* ]] ||
     fail "--arch $arch: this toolkit ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')) compiles for ${known% } only"
   (( BASH_REMATCH[1] >= 75 )) || fail "--arch $arch: the steps need sm_75 or newer"
+  # The GPU machine's Python, for flashsteps: its minor version is what the extension is built for.
+  if [[ -z $python ]]; then
+    python=$(command -v python3.12 || true)
+    for candidate in "$(pyenv root 2>/dev/null || echo ~/.pyenv)"/versions/3.12*/bin/python3.12; do
+      [[ -n $python || ! -x $candidate ]] || python=$candidate
+    done
+    [[ -n $python ]] || fail "no python3.12 here (the device machine's Python): name one with --python PY"
+  fi
+  pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) ||
+    fail "--python $python: not a Python that runs here"
 fi
 # OUTDIR: new, empty, or an earlier bundle (replaced); never a folder of something else.
 if [[ -e $out ]]; then
@@ -60,9 +79,15 @@ if [[ -n $arch ]]; then
   scripts/setup.sh --python
   build=build-bundle-$arch
   echo "gpu_bundle: building for sm_$arch alone in $build/"
+  # A virtual environment of that Python with nanobind, to build the extension against.
+  venv=$build/python-$pyver
+  [[ -x $venv/bin/python ]] || "$python" -m venv "$venv" || fail "--python $python: cannot make a venv"
+  "$venv/bin/python" -m nanobind --cmake_dir >/dev/null 2>&1 ||
+    "$venv/bin/python" -m pip install -q "nanobind>=2.4" || fail "nanobind: cannot be installed for $python"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-    -DATTN_GPU=ON -DATTN_BUILD_TESTS=OFF -DATTN_PYTHON_MODULE=OFF >/dev/null
-  targets=(attn_suite)
+    -DATTN_GPU=ON -DATTN_BUILD_TESTS=OFF -DATTN_PYTHON_MODULE=ON \
+    -DPython_EXECUTABLE="$venv/bin/python" >/dev/null
+  targets=(attn_suite _core)
   grep -q '^ATTN_COUNTERS:BOOL=ON' "$build/CMakeCache.txt" &&
     targets+=(step1_naive_counted_bin step2_tiled_counted_bin step3_fused_counted_bin
               step4_tensorcore_counted_bin step5_warpspecialized_counted_bin)
@@ -72,9 +97,19 @@ else
 fi
 arch=$("$build/bin/attn_suite" build | sed -n 's/^architectures: //p')
 
-rm -rf "${out:?}"/{bin,lib,share,scripts,MANIFEST}
+rm -rf "${out:?}"/{bin,lib,python,share,scripts,MANIFEST}
 mkdir -p "$out"/{bin,lib,share,scripts}
 cp "$build/bin/attn_suite" "$out/bin/"
+binaries=("$out/bin/attn_suite")
+# The package, where this build has it for the GPU machine's Python (--arch; a --from-build
+# rehearsal packs none: its Python is this machine's).
+if [[ -z $from ]]; then
+  mkdir -p "$out/python/tests"
+  cp -r "$build/python/flashsteps" "$out/python/"
+  rm -rf "$out/python/flashsteps/__pycache__"
+  cp python/tests/{conftest.py,reference.py,test_cuda.py} "$out/python/tests/"
+  binaries+=("$out"/python/flashsteps/_core*.so)
+fi
 # The libraries a bare CUDA machine lacks: not glibc's, the C++ runtime's (a machine that runs CUDA
 # 13 has one at least as new), the driver's, nor the CUDA toolkit's (cuBLAS: too large to carry).
 system='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libgcc_s\.so|libstdc\+\+\.so|libcuda\.so|libcublas|libcublasLt|libcudart|libnvidia)'
@@ -84,7 +119,7 @@ while read -r name _ path _; do
   [[ $name =~ $system ]] && continue
   cp -L "$path" "$out/lib/$name"
   carried+=("$name")
-done < <(ldd "$out/bin/attn_suite")
+done < <(ldd "${binaries[@]}" | grep '=>' | sort -u -k1,1)
 cp step4_tensorcore/tuned_configs.csv "$out/share/"
 cp scripts/gpu_run.sh scripts/gpu_report.py scripts/bench_torch.py scripts/bench.py scripts/markers.py \
   scripts/profile.py "$out/scripts/"
@@ -121,7 +156,15 @@ toolkit=$("$build/bin/attn_suite" build | sed -n 's/^toolkit: //p')
 size=$(du -sb "$out" | cut -f1)
 mib=$(( (size + 1048575) / 1048576 ))
 echo "gpu_bundle: $out: $mib MiB (GPU code for $arch; $(ls "$out/lib" | wc -l) libraries carried)"
-if [[ -z $from ]] && (( size > 48 * 1048576 )); then
-  echo "gpu_bundle: $mib MiB is over the 48 MiB a bundle may take beside the repository" >&2
-  exit 1
+if [[ -z $from ]]; then
+  # What travels: the folder packed (the GPU code compresses about threefold); gpu_run.sh takes
+  # either.
+  tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$out.tar.xz"
+  size=$(stat -c %s "$out.tar.xz")
+  mib=$(( (size + 1048575) / 1048576 ))
+  echo "gpu_bundle: $out.tar.xz: $mib MiB, the copy to carry to the GPU machine"
+  if (( size > 48 * 1048576 )); then
+    echo "gpu_bundle: $mib MiB is over the 48 MiB a bundle may take beside the repository" >&2
+    exit 1
+  fi
 fi

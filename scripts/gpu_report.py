@@ -502,6 +502,18 @@ def smi_fields(text):
     return [f.strip() for f in lines[1].split(",")] if len(lines) > 1 else []
 
 
+def python_section(work):
+    """What stage e printed: the CUDA-array tests' summary and the benchmark tables, as they came."""
+    path = os.path.join(work, "python.txt")
+    if not os.path.exists(path):
+        return "Not run (see Stages)."
+    with open(path) as f:
+        lines = f.read().rstrip("\n").splitlines()
+    return ("The package's tests on CUDA tensors (python/tests/test_cuda.py) and "
+            "`python -m flashsteps benchmark` (CUDA events, milliseconds per call) beside SDPA's "
+            "backends in the same process:\n\n```\n" + "\n".join(lines[-60:]) + "\n```")
+
+
 def summary(bundle, outdir, work):
     stages = [json.loads(line) for line in open(os.path.join(work, "stages.jsonl"))]
     prov = provenance(work)
@@ -545,6 +557,7 @@ def summary(bundle, outdir, work):
                                             "\n\n![TFLOPS](chart.png)"),
         "## d. Counters beside Nsight Compute (counters.csv)\n\n"
         + counters_section(read_csv(os.path.join(outdir, "counters.csv"))),
+        "## e. flashsteps on CUDA tensors (log.txt)\n\n" + python_section(work),
     ])
     with open(os.path.join(outdir, "README.md"), "w") as f:
         f.write(text + "\n")

@@ -4,6 +4,8 @@
 #
 #   scripts/gpu_run.sh BUNDLE OUTDIR [--budget 480] [--rehearse]
 #
+# BUNDLE: the folder gpu_bundle.sh made, or its packed copy (BUNDLE.tar.xz), unpacked first.
+#
 # Stages, in this order, each with its own time limit (printed first; a stage that overruns is
 # stopped, recorded as such, and the next one runs; what a stage leaves of its limit goes to the
 # next):
@@ -14,7 +16,9 @@
 #   c. timings with CUDA events: the bf16 matrix-product rate and copy bandwidth of this GPU; every
 #      kernel at seed 004's shape and at S = 4096, D = 128; PyTorch SDPA's flash, efficient and
 #      cuDNN backends at every shape; the steps' own kernels and cuBLAS on the FlashAttention grid;
-#   d. Nsight Compute on every kernel at one small shape, beside what the CPU backend counted.
+#   d. Nsight Compute on every kernel at one small shape, beside what the CPU backend counted;
+#   e. the Python package on CUDA tensors in place (the bundle's python/tests/test_cuda.py), and
+#      flashsteps.benchmark: steps 4 and 5 beside SDPA's backends (python -m flashsteps benchmark).
 # OUTDIR gets eight files: log.txt, README.md, run.json, check.csv, sanitize.txt, timings.csv,
 # counters.csv, chart.png. A stage whose own budget ran out before every kernel ran says so
 # ("partial") and names what it left. Exit status 0 when every stage passed or was partial, 1
@@ -31,7 +35,7 @@ while (($#)); do
   case "$1" in
     --budget) budget=${2:-}; shift 2 || fail "$usage" ;;
     --rehearse) rehearse=1; shift ;;
-    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) fail "unknown option $1 ($usage)" ;;
     *) if [[ -z $bundle ]]; then bundle=$1; elif [[ -z $out ]]; then out=$1; else fail "$usage"; fi
        shift ;;
@@ -39,13 +43,22 @@ while (($#)); do
 done
 [[ -n $bundle && -n $out ]] || fail "$usage"
 [[ $budget =~ ^[0-9]+$ ]] && ((budget >= 20)) || fail "--budget $budget: whole seconds, 20 or more"
+py=$(command -v python3) || fail "no python3 here: the run's report needs it"
+if [[ -f $bundle && $bundle == *.tar.xz ]]; then  # the packed copy: unpacked beside the run
+  unpacked=$(mktemp -d)
+  "$py" - "$bundle" "$unpacked" <<'PY' || fail "$bundle: cannot be unpacked"
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    t.extractall(sys.argv[2], **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+PY
+  bundle=$(ls -d "$unpacked"/*/ | head -1)
+fi
 [[ -f $bundle/MANIFEST && -x $bundle/bin/attn_suite ]] ||
   fail "$bundle: not a bundle (no MANIFEST or bin/attn_suite; scripts/gpu_bundle.sh makes one)"
 bundle=$(cd "$bundle" && pwd)
 if ((!rehearse)) && ! { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }; then
   fail "no NVIDIA GPU here (nvidia-smi finds none); --rehearse runs the script without one"
 fi
-py=$(command -v python3) || fail "no python3 here: the run's report needs it"
 if [[ -e $out && -n $(ls -A "$out" 2>/dev/null) && ! -f $out/run.json && ! -f $out/log.txt ]]; then
   fail "$out: not empty and not an earlier run's results: choose a new folder"
 fi
@@ -57,8 +70,8 @@ rm -f "$out"/{log.txt,README.md,run.json,check.csv,sanitize.txt,timings.csv,coun
 work=$(mktemp -d)
 exec > >(tee "$out/log.txt") 2>&1
 tee_pid=$!
-# At the end: the log complete on disk before the script returns, the scratch folder gone.
-trap 'exec >&- 2>&-; wait "$tee_pid"; rm -rf "$work"' EXIT
+# At the end: the log complete on disk before the script returns, the scratch folders gone.
+trap 'exec >&- 2>&-; wait "$tee_pid"; rm -rf "$work" ${unpacked:+"$unpacked"}' EXIT
 export PYTHONUNBUFFERED=1
 # The profilers and sanitizers come with the toolkit, not always on PATH.
 [[ -d /usr/local/cuda/bin ]] && export PATH="$PATH:/usr/local/cuda/bin"
@@ -69,14 +82,15 @@ suite=$work/attn_suite
 
 # The stages' limits, in seconds: shares of the budget that add up to it (each grows by what the
 # stages before it left unused).
-limit_a=$((budget * 15 / 100)) limit_b=$((budget * 30 / 100)) limit_c=$((budget * 35 / 100))
-limit_d=$((budget - limit_a - limit_b - limit_c))
+limit_a=$((budget * 15 / 100)) limit_b=$((budget * 25 / 100)) limit_c=$((budget * 35 / 100))
+limit_e=$((budget * 10 / 100)) limit_d=$((budget - limit_a - limit_b - limit_c - limit_e))
 echo "gpu_run: $(sed -n 's/^commit: //p' "$bundle/MANIFEST"), GPU code for" \
   "$(sed -n 's/^arch: //p' "$bundle/MANIFEST"); $( ((rehearse)) && echo "REHEARSAL, no GPU" ||
   nvidia-smi -L | head -1)"
 echo "gpu_run: stage limits: a. correctness $limit_a s, b. sanitizers $limit_b s," \
-  "c. timings $limit_c s, d. Nsight Compute $limit_d s:" \
-  "$((limit_a + limit_b + limit_c + limit_d)) s (what a stage leaves unused goes to the next)"
+  "c. timings $limit_c s, d. Nsight Compute $limit_d s, e. Python $limit_e s:" \
+  "$((limit_a + limit_b + limit_c + limit_d + limit_e)) s (what a stage leaves unused goes to the" \
+  "next)"
 cp "$bundle/MANIFEST" "$work/manifest.txt"
 gpu_state() {  # the GPU as found: name, driver, clocks, power, temperature
   ((rehearse)) && return 0
@@ -220,6 +234,40 @@ else
   limit_d=$((limit_d + spare))
   stage "d. Nsight Compute" "$limit_d" "$py" "$bundle/scripts/gpu_report.py" ncu "$bundle" \
     "$out/counters.csv" --budget $((limit_d * 9 / 10)) --suite "$suite"
+fi
+
+# e. The Python package on CUDA tensors: its tests in place, then the benchmark beside SDPA.
+python_stage() {
+  local pkg=$bundle/python rc=0
+  export PYTHONPATH=$pkg LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if ! "$py" -c 'import flashsteps' 2>"$work/import.txt"; then
+    echo "flashsteps does not import with $("$py" --version): $(tail -1 "$work/import.txt")" \
+      "(the bundle's is built for the Python gpu_bundle.sh --python names)"
+    return 1
+  fi
+  # Into python.txt, which the report quotes, and into the log when the stage ends.
+  (cd "$pkg/tests" && "$py" -m pytest -q -p no:cacheprovider -rs test_cuda.py) \
+    >>"$work/python.txt" 2>&1 || rc=1
+  for step in step4_tensorcore step5_warpspecialized; do
+    for causal in "" --causal; do
+      # shellcheck disable=SC2086 # $causal: no flag or one
+      "$py" -m flashsteps benchmark "$step" --seqlen 4096 --dim 128 --heads 16 --batch 2 \
+        $causal >>"$work/python.txt" 2>&1 || rc=1
+    done
+  done
+  cat "$work/python.txt"
+  return $rc
+}
+export -f python_stage
+if ((rehearse)); then
+  skipped "e. Python" "$limit_e"
+elif [[ ! -d $bundle/python ]]; then
+  echo "== e. Python: skipped: this bundle holds no Python package (gpu_bundle.sh --arch builds one)"
+  printf '{"name": "%s", "limit_s": %d, "took_s": 0, "status": "%s"}\n' "e. Python" "$limit_e" \
+    "skipped: no Python package in the bundle" >>"$work/stages.jsonl"
+else
+  limit_e=$((limit_e + spare))
+  stage "e. Python" "$limit_e" python_stage
 fi
 
 echo "== summary"
