@@ -56,9 +56,10 @@ else
   (( BASH_REMATCH[1] >= 75 )) || fail "--arch $arch: the steps need sm_75 or newer"
   # The GPU machine's Python, for flashsteps: its minor version is what the extension is built for.
   if [[ -z $python ]]; then
-    python=$(command -v python3.12 || true)
-    for candidate in "$(pyenv root 2>/dev/null || echo ~/.pyenv)"/versions/3.12*/bin/python3.12; do
-      [[ -n $python || ! -x $candidate ]] || python=$candidate
+    # The first that runs (pyenv's shim on PATH may not, where 3.12 is not its chosen version).
+    for candidate in "$(command -v python3.12)" \
+        "$(pyenv root 2>/dev/null || echo ~/.pyenv)"/versions/3.12*/bin/python3.12; do
+      [[ -z $python && -x $candidate ]] && "$candidate" -c '' 2>/dev/null && python=$candidate
     done
     [[ -n $python ]] || fail "no python3.12 here (the device machine's Python): name one with --python PY"
   fi
