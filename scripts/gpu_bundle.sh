@@ -81,7 +81,7 @@ if [[ -n $arch ]]; then
   build=build-bundle-$arch
   echo "gpu_bundle: building for sm_$arch alone in $build/"
   # A virtual environment of that Python with nanobind, to build the extension against.
-  venv=$build/python-$pyver
+  venv=$PWD/$build/python-$pyver
   [[ -x $venv/bin/python ]] || "$python" -m venv "$venv" || fail "--python $python: cannot make a venv"
   "$venv/bin/python" -m nanobind --cmake_dir >/dev/null 2>&1 ||
     "$venv/bin/python" -m pip install -q "nanobind>=2.4" || fail "nanobind: cannot be installed for $python"
