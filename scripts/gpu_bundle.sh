@@ -87,7 +87,7 @@ if [[ -n $arch ]]; then
     "$venv/bin/python" -m pip install -q "nanobind>=2.4" || fail "nanobind: cannot be installed for $python"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
     -DATTN_GPU=ON -DATTN_BUILD_TESTS=OFF -DATTN_PYTHON_MODULE=ON \
-    -DPython_EXECUTABLE="$venv/bin/python" >/dev/null
+    -DPython_EXECUTABLE="$venv/bin/python" -U '_Python_*' >/dev/null  # found afresh: another Python's headers may be cached
   targets=(attn_suite _core)
   grep -q '^ATTN_COUNTERS:BOOL=ON' "$build/CMakeCache.txt" &&
     targets+=(step1_naive_counted_bin step2_tiled_counted_bin step3_fused_counted_bin
