@@ -140,6 +140,9 @@ def test_strided_misaligned_and_float32_arrays_are_copied_once_on_the_device(tor
 def test_the_call_queues_on_the_current_stream_and_does_not_wait(torch):
     q, k, v = problem(torch, B=1, H=2, Hkv=2, Sq=64, Sk=64)
     ref_o, ref_lse = flashsteps.attention(q.cpu(), k.cpu(), v.cpu(), "step3_fused")
+    # Once before: the first launch of a kernel loads it (CUDA's lazy loading), which may wait.
+    flashsteps.attention(q, k, v, "step3_fused")
+    torch.cuda.synchronize()
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         # A billion GPU clock cycles queued first (half a second or more): a call that waited
