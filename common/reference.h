@@ -17,4 +17,30 @@ struct Reference {
 
 Reference reference_attention(const Problem& p, const HostInputs& in);
 
+// The backward pass in FP64 (common/reference_backward.cpp): the gradients of attention for an
+// upstream gradient dO, what step 6's kernels are checked against. From the inputs as given:
+//   P  = softmax(scale * Q K^T + mask), recomputed      Pd = P * Z   (Z: the dropout factors)
+//   O  = Pd V                                          D_i = rowsum(dO * O)
+//   dV = Pd^T dO      dPd = dO V^T      dP = dPd * Z   dS = P * (dP - D_i)
+//   dQ = scale * dS K                                  dK = scale * dS^T Q
+// D_i = rowsum(dO * O) equals rowsum(P * dP) (both are sum_j P_ij Z_ij dO_i . V_j): that identity
+// is what lets the backward skip a reduction over keys; `delta_p` holds the second form so that
+// the tests hold the two together. dK and dV of a key/value head sum over the query heads of its
+// group (GQA). A row that sees no key has P = 0 and adds nothing; its LSE is -inf.
+struct Fp64Tensors {
+  std::vector<double> q, k, v;  // layouts as in AttentionParams
+};
+struct ReferenceGrads {
+  std::vector<double> dq;       // [B, H, Sq, D]
+  std::vector<double> dk, dv;   // [B, Hkv, Sk, D]
+  std::vector<double> o;        // [B, H, Sq, D]: the forward's O, from the same P
+  std::vector<double> lse;      // [B, H, Sq]
+  std::vector<double> delta;    // [B, H, Sq]: rowsum(dO * O)
+  std::vector<double> delta_p;  // [B, H, Sq]: rowsum(P * dP)
+};
+Fp64Tensors widen(const Problem& p, const HostInputs& in);
+std::vector<double> widen(const std::vector<Bits16>& t, DType dtype);
+ReferenceGrads reference_backward(const Problem& p, const Fp64Tensors& in,
+                                  const std::vector<double>& dout);
+
 }  // namespace attn

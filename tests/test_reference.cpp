@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "common/dropout.h"
 #include "common/reference.h"
@@ -191,4 +193,110 @@ TEST_CASE("inputs are seeded, rounded to the dtype, with a non-zero mean", "[ref
   CHECK(mean == Approx(0.5).margin(0.02));
   // Q, K and V are independent streams.
   CHECK(a.k != a.v);
+}
+
+// ---- the backward pass (reference_backward) --------------------------------------------------
+
+namespace {
+
+// Every feature at once: GQA (4 query heads on 2 key/value heads), causal with Sq != Sk, per-batch
+// lengths (a batch with a short key length and one with padding query rows), dropout, a scale.
+Problem backward_problem() {
+  Problem p;
+  p.batch = 2, p.heads = 4, p.heads_kv = 2, p.seqlen_q = 6, p.seqlen_k = 9, p.dim = 5;
+  p.causal = true, p.dropout = 0.3f, p.seed = 11, p.scale = 0.7f;
+  p.seqlens_q = {6, 4};
+  p.seqlens_k = {9, 5};
+  return p;
+}
+
+std::vector<double> uniform(size_t n, uint64_t seed) {  // U(-1, 1), reproducible
+  std::vector<double> x(n);
+  uint64_t s = seed;
+  for (double& v : x) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v = double(s >> 11) / double(1ull << 53) * 2 - 1;
+  }
+  return x;
+}
+
+// L = sum(dO * O): its gradient with respect to Q, K and V is what the backward computes.
+double loss(const Problem& p, const attn::Fp64Tensors& in, const std::vector<double>& dout) {
+  const attn::ReferenceGrads g = attn::reference_backward(p, in, dout);
+  double l = 0;
+  for (size_t x = 0; x < dout.size(); ++x) l += dout[x] * g.o[x];
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("backward: dQ, dK and dV are the loss's gradient (central differences)",
+          "[reference][backward]") {
+  const Problem p = backward_problem();
+  attn::Fp64Tensors in{uniform(p.q_elements(), 1), uniform(p.kv_elements(), 2),
+                       uniform(p.kv_elements(), 3)};
+  const std::vector<double> dout = uniform(p.q_elements(), 4);
+  const attn::ReferenceGrads g = attn::reference_backward(p, in, dout);
+  const double h = 1e-6;
+  int nonzero = 0;
+  for (auto [name, t, grad] :
+       {std::tuple{"dQ", &in.q, &g.dq}, {"dK", &in.k, &g.dk}, {"dV", &in.v, &g.dv}}) {
+    for (size_t x = 0; x < t->size(); ++x) {
+      const double keep = (*t)[x];
+      (*t)[x] = keep + h;
+      const double up = loss(p, in, dout);
+      (*t)[x] = keep - h;
+      const double down = loss(p, in, dout);
+      (*t)[x] = keep;
+      INFO(name << "[" << x << "]");
+      REQUIRE((*grad)[x] == Approx((up - down) / (2 * h)).margin(1e-8));
+      nonzero += (*grad)[x] != 0;
+    }
+  }
+  CHECK(nonzero > int(g.dq.size()));  // not a test that zeros would pass
+}
+
+TEST_CASE("backward: rowsum(dO * O) = rowsum(P * dP), and the forward is the reference's",
+          "[reference][backward]") {
+  Problem p = backward_problem();
+  for (const attn::DType dtype : {attn::DType::fp16, attn::DType::bf16}) {
+    p.dtype = dtype;
+    const attn::HostInputs in = attn::make_inputs(p);
+    const attn::ReferenceGrads g =
+        attn::reference_backward(p, attn::widen(p, in), uniform(p.q_elements(), 5));
+    int rows = 0;
+    for (size_t r = 0; r < g.delta.size(); ++r) {
+      REQUIRE(g.delta[r] == Approx(g.delta_p[r]).margin(1e-13));
+      rows += g.delta[r] != 0;
+    }
+    CHECK(rows > 0);
+    const attn::Reference f = attn::reference_attention(p, in);
+    for (size_t x = 0; x < f.o.size(); ++x) REQUIRE(g.o[x] == Approx(f.o[x]).margin(1e-13));
+    for (size_t r = 0; r < f.lse.size(); ++r) {
+      if (std::isinf(f.lse[r])) {
+        REQUIRE(g.lse[r] == f.lse[r]);
+        continue;
+      }
+      REQUIRE(g.lse[r] == Approx(f.lse[r]).margin(1e-13));
+    }
+  }
+}
+
+TEST_CASE("backward: padding rows and keys get no gradient", "[reference][backward]") {
+  const Problem p = backward_problem();
+  const attn::Fp64Tensors in{uniform(p.q_elements(), 6), uniform(p.kv_elements(), 7),
+                             uniform(p.kv_elements(), 8)};
+  const attn::ReferenceGrads g = attn::reference_backward(p, in, uniform(p.q_elements(), 9));
+  const int D = p.dim;
+  for (int h = 0; h < p.heads; ++h)
+    for (int i = p.seqlens_q[1]; i < p.seqlen_q; ++i)
+      for (int d = 0; d < D; ++d)
+        REQUIRE(g.dq[((int64_t(1) * p.heads + h) * p.seqlen_q + i) * D + d] == 0);
+  for (int hk = 0; hk < p.kv_heads(); ++hk)
+    for (int j = p.seqlens_k[1]; j < p.seqlen_k; ++j)
+      for (int d = 0; d < D; ++d) {
+        const int64_t x = ((int64_t(1) * p.kv_heads() + hk) * p.seqlen_k + j) * D + d;
+        REQUIRE(g.dk[x] == 0);
+        REQUIRE(g.dv[x] == 0);
+      }
 }
