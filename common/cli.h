@@ -50,7 +50,9 @@ struct Options {
   // Q, K, V and writes O, LSE in place at these device addresses (AttentionParams' layouts, on
   // gpu_device), launched once on `stream` (a cudaStream_t) and not waited for. Nothing is copied
   // and the values are not looked at, unless `check`: then the inputs and outputs are copied to
-  // the host for the checks of --load and the FP64 comparison. Needs backend "gpu" and iters 0.
+  // the host for the checks of --load and the FP64 comparison. Needs backend "gpu" (or "cpu" with
+  // host memory and no stream: the CPU backend's device memory, where the tests run this path),
+  // iters 0, and neither counters nor instrumented.
   struct DeviceArrays {
     const void* q = nullptr;
     const void* k = nullptr;

@@ -487,9 +487,15 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
   RunOutcome out;
   const Problem& p = opt.problem;
   if (const std::string why = refused(step, opt); !why.empty()) return invalid(why);
-  if (opt.device_arrays != nullptr && (opt.backend != "gpu" || opt.iters != 0 || opt.warmup > 0 ||
-                                       !opt.save.empty() || opt.inputs != nullptr))
-    throw std::logic_error("run_step: device arrays run once on --backend gpu, nothing saved");
+  // Device arrays: on the GPU, or on the CPU backend in host memory (its device memory: the tests
+  // run the in-place path there), once, with nothing saved, counted or instrumented.
+  if (const Options::DeviceArrays* d = opt.device_arrays;
+      d != nullptr && (!(opt.backend == "gpu" || (opt.backend == "cpu" && d->stream == nullptr)) ||
+                       opt.iters != 0 || opt.warmup > 0 || !opt.save.empty() ||
+                       opt.inputs != nullptr || opt.counters || opt.instrumented))
+    throw std::logic_error(
+        "run_step: device arrays run once (iters 0), on the GPU or in host memory on the CPU "
+        "backend, with nothing saved, counted or instrumented");
   // Notes go out at once when there is somewhere to print them, else with the outcome.
   auto note = [&](const std::string& line) {
     if (opt.notice)

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -285,4 +286,61 @@ TEST_CASE("robust: bad safetensors files exit 2 with one line", "[robust][tensor
   expect("", "too short");
   CHECK_THAT(run("--load /nonexistent/x.safetensors").out, Catch::Contains("cannot open"));
   std::remove(f.c_str());
+}
+
+namespace {
+// Writes nothing: what the check's poison is there to catch.
+void silent_step(const attn::AttentionParams&, attn::RunContext&) {}
+}  // namespace
+
+TEST_CASE("robust: the caller's arrays in place (the path CUDA arrays take), on the CPU backend",
+          "[robust][in_place]") {
+  attn::Options o;
+  attn::Problem& p = o.problem;
+  p.batch = 2, p.heads = 2, p.heads_kv = 1, p.seqlen_q = 9, p.seqlen_k = 13, p.dim = 16;
+  p.causal = true, p.seqlens_k = {13, 4}, p.dropout = 0.2f;
+  const attn::StepInfo step{.name = "step0_reference", .cpu = &step0::streaming_attention};
+  // The same problem the usual way: the harness's copies, outputs kept.
+  const attn::HostInputs in = attn::make_inputs(p);
+  o.inputs = &in;
+  o.keep_outputs = true;
+  o.backend = "cpu";
+  const attn::RunOutcome copied = attn::run_step(step, o);
+  REQUIRE(copied.exit_code == 0);
+  // In place: O and LSE written where they are, bit for bit the same.
+  std::vector<attn::Bits16> out(p.q_elements(), 0x1234);
+  std::vector<float> lse(p.lse_elements(), 42.0f);
+  const attn::Options::DeviceArrays arrays{in.q.data(), in.k.data(), in.v.data(), out.data(),
+                                           lse.data()};
+  o.inputs = nullptr;
+  o.keep_outputs = false;
+  o.device_arrays = &arrays;
+  o.iters = 0, o.warmup = 0;
+  for (const bool check : {false, true}) {
+    o.check = check;
+    std::fill(out.begin(), out.end(), attn::Bits16(0x1234));
+    const attn::RunOutcome r = attn::run_step(step, o);
+    INFO("check " << check << ": " << r.message);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.row.checked == check);
+    CHECK(r.o.empty());  // nothing copied back
+    CHECK(out == copied.o);
+    CHECK(std::memcmp(lse.data(), copied.lse.data(), lse.size() * sizeof(float)) == 0);
+  }
+  // Unchecked, the outputs are the caller's: not poisoned, so a step that writes nothing leaves
+  // them as they were; checked, they are poisoned first and the check finds them unwritten.
+  const attn::StepInfo silent{.name = "silent_step", .cpu = &silent_step};
+  std::fill(out.begin(), out.end(), attn::Bits16(0x1234));
+  o.check = false;
+  CHECK(attn::run_step(silent, o).exit_code == 0);
+  CHECK(std::all_of(out.begin(), out.end(), [](attn::Bits16 x) { return x == 0x1234; }));
+  o.check = true;
+  const attn::RunOutcome r = attn::run_step(silent, o);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.row.check.first_failure, Catch::Contains("never written"));
+  // What it cannot do is a programming error, not a user's: a stream on the CPU backend.
+  const attn::Options::DeviceArrays streamed{in.q.data(), in.k.data(), in.v.data(),
+                                             out.data(),  lse.data(),  &o};
+  o.device_arrays = &streamed;
+  CHECK_THROWS_AS(attn::run_step(step, o), std::logic_error);
 }
