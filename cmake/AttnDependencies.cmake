@@ -71,6 +71,28 @@ if(NOT Boost_FOUND AND NOT (CMAKE_SYSTEM_NAME STREQUAL "Linux" AND
   attn_require_package(Boost libboost-context-dev 1.74 CONFIG COMPONENTS context)
 endif()
 
+# Boost.Preprocessor's headers: the wgmma wrappers of common/ptx.h spell out each shape's 8 to 128
+# accumulator operands with them, in the sm_90a device pass alone. A GPU build for 90a needs them;
+# without them it stops here in words, not in nvcc's pass for step 5.
+if(ATTN_HAVE_GPU AND "${CMAKE_CUDA_ARCHITECTURES}" MATCHES "90a")
+  find_path(ATTN_BOOST_PP_INCLUDE_DIR boost/preprocessor/repetition/repeat.hpp
+            HINTS ${Boost_INCLUDE_DIRS})
+  if(NOT ATTN_BOOST_PP_INCLUDE_DIR)
+    message(FATAL_ERROR
+      "CMAKE_CUDA_ARCHITECTURES holds 90a, whose wgmma wrappers (common/ptx.h) need Boost's "
+      "headers (Boost.Preprocessor), not found. Install them (sudo apt-get install -y "
+      "libboost-dev; brew install boost), or build without 90a, e.g. "
+      "-DCMAKE_CUDA_ARCHITECTURES=\"75;80;89;120\" (pip install . -C "
+      "cmake.define.CMAKE_CUDA_ARCHITECTURES=80): step 5 then runs its sm80 variant on Hopper.")
+  endif()
+  # Only a folder the compilers do not search already (-isystem /usr/include would break
+  # #include_next in the C++ headers).
+  if(NOT ATTN_BOOST_PP_INCLUDE_DIR IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES AND
+     NOT ATTN_BOOST_PP_INCLUDE_DIR STREQUAL "/usr/include")
+    include_directories(SYSTEM ${ATTN_BOOST_PP_INCLUDE_DIR})
+  endif()
+endif()
+
 if(ATTN_BUILD_TESTS)
   attn_require_package(Catch2 catch2 CONFIG)
   # The tests hold common/philox.h (Philox4x32-10 and its floats, written from their definitions)
