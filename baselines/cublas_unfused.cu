@@ -79,21 +79,19 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   const cudaDataType_t type = p.dtype == attn::DType::fp16 ? CUDA_R_16F : CUDA_R_16BF;
   const float scale = p.scale, one = 1.0f, zero = 0.0f;
 
-  check(cublasGemmStridedBatchedEx(handle(), CUBLAS_OP_T, CUBLAS_OP_N, p.seqlen_k, M, p.dim,
-                                   &scale, p.k, type, p.dim, int64_t(p.seqlen_k) * p.dim, p.q,
-                                   type, p.dim, int64_t(M) * p.dim, &zero, S, CUDA_R_32F,
-                                   p.seqlen_k, int64_t(M) * p.seqlen_k, batches,
-                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+  check(cublasGemmStridedBatchedEx(
+            handle(), CUBLAS_OP_T, CUBLAS_OP_N, p.seqlen_k, M, p.dim, &scale, p.k, type, p.dim,
+            int64_t(p.seqlen_k) * p.dim, p.q, type, p.dim, int64_t(M) * p.dim, &zero, S, CUDA_R_32F,
+            p.seqlen_k, int64_t(M) * p.seqlen_k, batches, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "S = Q K^T");
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     T* P = ctx.scratch<T>("P", rows * p.seqlen_k);
     attn::launch(softmax_kernel<T>, {dim3(static_cast<unsigned>((rows + 3) / 4)), dim3(128)}, p,
                  static_cast<const float*>(S), P);
-    check(cublasGemmStridedBatchedEx(handle(), CUBLAS_OP_N, CUBLAS_OP_N, p.dim, M, p.seqlen_k,
-                                     &one, p.v, type, p.dim, int64_t(p.seqlen_k) * p.dim, P, type,
-                                     p.seqlen_k, int64_t(M) * p.seqlen_k, &zero, p.o, type, p.dim,
-                                     int64_t(M) * p.dim, batches, CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT),
+    check(cublasGemmStridedBatchedEx(
+              handle(), CUBLAS_OP_N, CUBLAS_OP_N, p.dim, M, p.seqlen_k, &one, p.v, type, p.dim,
+              int64_t(p.seqlen_k) * p.dim, P, type, p.seqlen_k, int64_t(M) * p.seqlen_k, &zero, p.o,
+              type, p.dim, int64_t(M) * p.dim, batches, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "O = P V");
   });
 }
