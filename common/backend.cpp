@@ -132,27 +132,37 @@ bool device_properties(int device, cudaDeviceProp& prop) {
 // has no cudart to call.
 class GpuBackend final : public Backend {
  public:
-  GpuBackend(int device, cudaStream_t stream) : device_(device), stream_(stream), launch_(stream) {
+  // `stream_ordered`: the stream is the caller's (the default one included), whose work may still
+  // be queued: memory then comes from the stream-ordered allocator, since cudaFree would wait for
+  // the whole device. Otherwise (the step programs) cudaMalloc and cudaFree.
+  GpuBackend(int device, cudaStream_t stream, bool stream_ordered)
+      : device_(device), stream_(stream), stream_ordered_(stream_ordered), launch_(stream) {
     ATTN_CUDA_CHECK(cudaGetDevice(&previous_device_));
     ATTN_CUDA_CHECK(cudaSetDevice(device_));
-    if (!device_properties(device_, prop_))
-      ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
-    ATTN_CUDA_CHECK(cudaEventCreate(&start_));
-    ATTN_CUDA_CHECK(cudaEventCreate(&stop_));
-    int l2 = 0;
-    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
-    flush_bytes_ = 2 * static_cast<size_t>(l2);
+    try {
+      if (!device_properties(device_, prop_))
+        ATTN_CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
+      ATTN_CUDA_CHECK(cudaEventCreate(&start_));
+      ATTN_CUDA_CHECK(cudaEventCreate(&stop_));
+      int l2 = 0;
+      ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
+      flush_bytes_ = 2 * static_cast<size_t>(l2);
+    } catch (...) {  // no destructor runs: put back what the destructor would
+      if (start_) cudaEventDestroy(start_);
+      cudaSetDevice(previous_device_);
+      throw;
+    }
   }
   ~GpuBackend() override {
     cudaEventDestroy(start_);
     cudaEventDestroy(stop_);
-    if (flush_buffer_) cudaFree(flush_buffer_);
+    if (flush_buffer_) release(flush_buffer_);
     cudaSetDevice(previous_device_);
   }
   size_t l2_bytes() const override { return flush_bytes_ / 2; }
   void flush_l2() override {
     if (flush_bytes_ == 0) return;
-    if (!flush_buffer_) ATTN_CUDA_CHECK(cudaMalloc(&flush_buffer_, flush_bytes_));
+    if (!flush_buffer_) flush_buffer_ = alloc(flush_bytes_, "the L2 flush buffer");
     ATTN_CUDA_CHECK(cudaMemsetAsync(flush_buffer_, 0, flush_bytes_, stream_));
   }
   int sm_clock_mhz() const override {
@@ -188,7 +198,7 @@ class GpuBackend final : public Backend {
     return ptr;
   }
   void release(void* ptr) override {
-    if (stream_)
+    if (stream_ordered_)
       cudaFreeAsync(ptr, stream_);
     else
       cudaFree(ptr);
@@ -219,6 +229,7 @@ class GpuBackend final : public Backend {
   int device_;
   int previous_device_ = 0;
   cudaStream_t stream_;
+  bool stream_ordered_;
   LaunchStream launch_;  // the backend's launches go to stream_
   cudaDeviceProp prop_{};
   cudaEvent_t start_{}, stop_{};
@@ -237,10 +248,12 @@ bool gpu_backend_built() {
   return ATTN_HAVE_GPU != 0;
 }
 
-std::unique_ptr<Backend> make_gpu_backend(std::string& why_not, int device, void* stream) {
+std::unique_ptr<Backend> make_gpu_backend(std::string& why_not, int device, void* stream,
+                                          bool callers_stream) {
 #if !ATTN_HAVE_GPU
   (void)device;
   (void)stream;
+  (void)callers_stream;
   why_not = kBuiltWithoutToolkit;
   return nullptr;
 #else
@@ -270,7 +283,7 @@ std::unique_ptr<Backend> make_gpu_backend(std::string& why_not, int device, void
               "; the kernels are built for sm_75 and newer (steps 4 and 5: sm_80)";
     return nullptr;
   }
-  return std::make_unique<GpuBackend>(device, static_cast<cudaStream_t>(stream));
+  return std::make_unique<GpuBackend>(device, static_cast<cudaStream_t>(stream), callers_stream);
 #endif
 }
 

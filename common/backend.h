@@ -41,12 +41,13 @@ class Backend {
 std::unique_ptr<Backend> make_cpu_backend();
 // Returns nullptr and sets `why_not` when no usable CUDA device is present, or when this is a
 // CPU-only build (why_not is then kBuiltWithoutToolkit). `device`: the CUDA device ordinal.
-// `stream` (a cudaStream_t; nullptr: the default stream): the caller's stream, on which the backend
-// then allocates, copies, times and launches (LaunchStream) in order with the caller's own work,
-// and waits for it only where a copy to the host needs the data; the device that was current
-// comes back when the backend is destroyed.
+// `stream` (a cudaStream_t; nullptr: the default stream) is where the backend copies, times and
+// launches (LaunchStream). `callers_stream`: it is the caller's, with the caller's work queued on
+// it; the backend then also allocates and frees in the stream's order, and waits for it only
+// where a copy to the host needs the data. The device that was current comes back when the
+// backend is destroyed.
 std::unique_ptr<Backend> make_gpu_backend(std::string& why_not, int device = 0,
-                                          void* stream = nullptr);
+                                          void* stream = nullptr, bool callers_stream = false);
 // False in a CPU-only build (configured without nvcc, or with -DATTN_GPU=OFF).
 bool gpu_backend_built();
 inline constexpr char kBuiltWithoutToolkit[] = "built without the CUDA toolkit";

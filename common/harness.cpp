@@ -401,7 +401,8 @@ ChosenBackend choose_backend(const StepInfo& step, const Options& opt,
       why_not = step.name + " runs on the CPU only";
     else
       be = make_gpu_backend(why_not, opt.gpu_device,
-                            opt.device_arrays ? opt.device_arrays->stream : nullptr);
+                            opt.device_arrays ? opt.device_arrays->stream : nullptr,
+                            opt.device_arrays != nullptr);
     if (!be && opt.backend == "gpu") return refuse(step.name + ": --backend gpu: " + why_not);
     if (!be && step.cpu != nullptr && step.gpu != nullptr)
       note("note: " + why_not + "; running on the CPU backend");
@@ -491,7 +492,7 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
   // run the in-place path there), once, with nothing saved, counted or instrumented.
   if (const Options::DeviceArrays* d = opt.device_arrays;
       d != nullptr && (!(opt.backend == "gpu" || (opt.backend == "cpu" && d->stream == nullptr)) ||
-                       opt.iters != 0 || opt.warmup > 0 || !opt.save.empty() ||
+                       opt.iters != 0 || opt.warmup != 0 || !opt.save.empty() ||
                        opt.inputs != nullptr || opt.counters || opt.instrumented))
     throw std::logic_error(
         "run_step: device arrays run once (iters 0), on the GPU or in host memory on the CPU "

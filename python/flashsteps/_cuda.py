@@ -41,17 +41,17 @@ def _torch_empty(ref: Any, shape: tuple[int, ...], float32: bool) -> Any:
 def _cupy_prepare(arrays: dict[str, Any], dtype: str | None) -> tuple[dict[str, Any], Any]:
     import cupy
     wide = {cupy.dtype(cupy.float32), cupy.dtype(cupy.float64)}
-    if dtype in _SIXTEEN and all(a.dtype in wide for a in arrays.values()) and \
-            len({a.dtype for a in arrays.values()}) == 1:
-        if dtype == "bf16":
-            raise ValueError("dtype='bf16': CuPy has no bfloat16 arrays to hold the rounded "
-                             "inputs and O; use dtype='fp16', or PyTorch tensors")
-        arrays = {n: a.astype(cupy.float16) for n, a in arrays.items()}
     out = {}
     with arrays["q"].device:
+        if dtype in _SIXTEEN and all(a.dtype in wide for a in arrays.values()) and \
+                len({a.dtype for a in arrays.values()}) == 1:
+            if dtype == "bf16":
+                raise ValueError("dtype='bf16': CuPy has no bfloat16 arrays to hold the rounded "
+                                 "inputs and O; use dtype='fp16', or PyTorch tensors")
+            arrays = {n: a.astype(cupy.float16) for n, a in arrays.items()}
         for name, a in arrays.items():
             if not a.flags.c_contiguous or a.data.ptr % 16:
-                a = cupy.ascontiguousarray(a).copy()  # a fresh allocation: aligned
+                a = a.copy(order="C")  # a fresh allocation: contiguous and aligned
             out[name] = a
         stream = cupy.cuda.get_current_stream().ptr
     return out, stream
@@ -95,6 +95,15 @@ def run_in_place(step: str, q: Any, k: Any, v: Any, dtype: str | None,
                  **options: Any) -> tuple[Any, Any]:
     """O and LSE of the step on CUDA arrays, in their framework (O in q's 16-bit dtype, float32
     for float32/float64 inputs)."""
+    if framework(q) == "torch":
+        import torch
+        # On q's device: PyTorch exports a tensor through DLPack from its current device.
+        with torch.cuda.device(q.device):
+            return _run(step, q, k, v, dtype, **options)
+    return _run(step, q, k, v, dtype, **options)
+
+
+def _run(step: str, q: Any, k: Any, v: Any, dtype: str | None, **options: Any) -> tuple[Any, Any]:
     prepare, empty = _FRAMEWORKS[framework(q)]
     wide = str(q.dtype).rsplit(".", 1)[-1] in ("float32", "float64")
     arrays, stream = prepare({"q": q, "k": k, "v": v}, dtype)
@@ -104,4 +113,9 @@ def run_in_place(step: str, q: Any, k: Any, v: Any, dtype: str | None,
     lse = empty(q16, shape[:3], float32=True)
     _core.run_cuda(step, arrays["q"], arrays["k"], arrays["v"], o, lse, stream=stream,
                    dtype=dtype, **options)
-    return (o.astype("float32") if framework(q) == "cupy" else o.float()) if wide else o, lse
+    if not wide:
+        return o, lse
+    if framework(q) == "cupy":
+        with q.device:
+            return o.astype("float32"), lse
+    return o.float(), lse

@@ -441,7 +441,18 @@ nb::dict run_cuda(const std::string& step_name, const nb::ndarray<nb::ro>& q,
   check_in_place("v", v, {B, Hkv, Sk, D}, dev);
   check_in_place("o", o, {B, H, Sq, D}, dev);
   check_in_place("lse", lse, {B, H, Sq}, dev);
-  if (o.dtype() != q.dtype()) throw nb::value_error("o: expected the dtype of q");
+  // The kernels read 16-bit storage: float32/float64 arrays are rounded by flashsteps.attention
+  // first (on the device), never taken here.
+  using Code = nb::dlpack::dtype_code;
+  const nb::dlpack::dtype sixteen{
+      uint8_t(p.dtype == attn::DType::fp16 ? Code::Float : Code::Bfloat), 16, 1};
+  for (auto [name, t] :
+       {std::pair{"q", q.dtype()}, {"k", k.dtype()}, {"v", v.dtype()}, {"o", o.dtype()}})
+    if (t != sixteen)
+      throw nb::value_error((std::string(name) + ": expected " + attn::dtype_name(p.dtype) +
+                             " (run_cuda takes 16-bit arrays; flashsteps.attention rounds wider "
+                             "ones on the device)")
+                                .c_str());
   const attn::Options::DeviceArrays arrays{q.data(), k.data(),   v.data(),
                                            o.data(), lse.data(), reinterpret_cast<void*>(stream)};
   opt.device_arrays = &arrays;
@@ -480,7 +491,7 @@ NB_MODULE(_core, m) {
         "MemoryError for a problem that does not fit, RuntimeError for a failed check or a "
         "fault, KeyboardInterrupt when handle_sigint and Ctrl-C stops the run.");
   m.def("run_cuda", &run_cuda, nb::arg("step"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
-        nb::arg("o"), nb::arg("lse"), nb::kw_only(), nb::arg("stream"),
+        nb::arg("o").noconvert(), nb::arg("lse").noconvert(), nb::kw_only(), nb::arg("stream"),
         nb::arg("dtype").none() = nb::none(), nb::arg("causal") = false,
         nb::arg("scale").none() = nb::none(), nb::arg("seqlens_q").none() = nb::none(),
         nb::arg("seqlens_k").none() = nb::none(), nb::arg("dropout") = 0.0f, nb::arg("seed") = 0,

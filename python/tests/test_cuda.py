@@ -178,6 +178,7 @@ def test_cupy_arrays_in_place(torch):
     q, k, v = problem(torch)
     ref_o, ref_lse = flashsteps.attention(q.cpu(), k.cpu(), v.cpu(), "step4_tensorcore")
     cq, ck, cv = (cupy.asarray(x.cpu().numpy()) for x in (q, k, v))
+    cupy.cuda.Device().synchronize()  # the copies above ran on the null stream
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         o, lse = flashsteps.attention(cq, ck, cv, "step4_tensorcore")
