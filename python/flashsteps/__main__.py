@@ -20,7 +20,9 @@ def benchmark(argv: list[str]) -> int:
         prog="python -m flashsteps benchmark",
         description="Times a step or rung of the course on the GPU with CUDA events, beside "
                     "PyTorch's SDPA backends on the same CUDA tensors (flashsteps.benchmark).")
-    parser.add_argument("step", help="a step's name, its number (4), or a rung's label (4.3)")
+    parser.add_argument("steps", nargs="+", metavar="STEP",
+                        help="a step's name, its number (4), or a rung's label (4.3); several "
+                             "are timed one after another, SDPA's backends once, after them")
     parser.add_argument("--rung", help="a rung of the step, by name or number")
     parser.add_argument("--variant", help="step 5's sm80 or sm90a")
     parser.add_argument("--config", help="one of step 4's tile configurations")
@@ -35,10 +37,14 @@ def benchmark(argv: list[str]) -> int:
                         help="SDPA backends beside it, comma-separated ('' for none)")
     try:
         a = parser.parse_args(argv)
-        rows = run(a.step, batch=a.batch, heads=a.heads, heads_kv=a.heads_kv, seqlen=a.seqlen,
-                   seqlen_k=a.seqlen_k, dim=a.dim, dtype=a.dtype, causal=a.causal, rung=a.rung,
-                   variant=a.variant, config=a.config,
-                   sdpa=tuple(b for b in a.sdpa.split(",") if b), warmup=a.warmup, iters=a.iters)
+        sdpa = tuple(b for b in a.sdpa.split(",") if b)
+        rows = []
+        for i, step in enumerate(a.steps):
+            rows += run(step, batch=a.batch, heads=a.heads, heads_kv=a.heads_kv,
+                        seqlen=a.seqlen, seqlen_k=a.seqlen_k, dim=a.dim, dtype=a.dtype,
+                        causal=a.causal, rung=a.rung, variant=a.variant, config=a.config,
+                        sdpa=sdpa if i == len(a.steps) - 1 else (), warmup=a.warmup,
+                        iters=a.iters)
     except (ValueError, TypeError) as e:
         print(f"python -m flashsteps benchmark: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
