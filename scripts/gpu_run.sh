@@ -242,7 +242,8 @@ python_stage() {
   export PYTHONPATH=$pkg LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   if ! "$py" -c 'import flashsteps' 2>"$work/import.txt"; then
     echo "flashsteps does not import with $("$py" --version): $(tail -1 "$work/import.txt")" \
-      "(the bundle's is built for the Python gpu_bundle.sh --python names)"
+      "(the bundle's is built for the Python gpu_bundle.sh --python names)" |
+      tee "$work/python.txt"
     return 1
   fi
   # Into python.txt, which the report quotes, and into the log when the stage ends.
