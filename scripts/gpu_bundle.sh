@@ -14,8 +14,9 @@
 #   lib/                  the shared libraries attn_suite and flashsteps load that a bare CUDA
 #                         machine lacks (found with ldd: all but the C and C++ runtimes, the driver
 #                         and CUDA's own)
-#   python/               (--arch) the package flashsteps built for PY, and its CUDA-array tests
-#                         (python/tests/test_cuda.py), which the run's stage e runs
+#   python/               the package flashsteps (--arch: built for PY; --from-build: the build's,
+#                         where it has one) and its CUDA-array tests (python/tests/test_cuda.py),
+#                         which the run's stage e runs
 #   share/                step 4's tuned table; cpu_counts.csv, what the CPU backend counts for
 #                         each kernel at the shape Nsight Compute profiles (gpu_report.py NCU_SHAPE)
 #   scripts/              gpu_run.sh, and the scripts it calls (gpu_report.py, bench_torch.py)
@@ -102,14 +103,14 @@ rm -rf "${out:?}"/{bin,lib,python,share,scripts,MANIFEST}
 mkdir -p "$out"/{bin,lib,share,scripts}
 cp "$build/bin/attn_suite" "$out/bin/"
 binaries=("$out/bin/attn_suite")
-# The package, where this build has it for the GPU machine's Python (--arch; a --from-build
-# rehearsal packs none: its Python is this machine's).
-if [[ -z $from ]]; then
+# The package, where the build has it: for the GPU machine's Python (--arch), or for the Python
+# the build was made with (--from-build: the rehearsal runs stage e's tests with it).
+if [[ -d $build/python/flashsteps ]]; then
   mkdir -p "$out/python/tests"
   cp -r "$build/python/flashsteps" "$out/python/"
   rm -rf "$out/python/flashsteps/__pycache__"
   cp python/tests/{conftest.py,reference.py,test_cuda.py} "$out/python/tests/"
-  binaries+=("$out"/python/flashsteps/_core*.so)
+  for so in "$out"/python/flashsteps/_core*.so; do [[ -e $so ]] && binaries+=("$so"); done
 fi
 # The libraries a bare CUDA machine lacks: not glibc's, the C++ runtime's (a machine that runs CUDA
 # 13 has one at least as new), the driver's, nor the CUDA toolkit's (cuBLAS: too large to carry).

@@ -2,9 +2,11 @@
 # The GPU run: checks, sanitises, times and profiles every step and rung of a bundle
 # (scripts/gpu_bundle.sh) in one command with a fixed time budget (docs/gpus.md).
 #
-#   scripts/gpu_run.sh BUNDLE OUTDIR [--budget 480] [--rehearse]
+#   scripts/gpu_run.sh BUNDLE OUTDIR [--budget 480] [--rehearse] [--python PY]
 #
 # BUNDLE: the folder gpu_bundle.sh made, or its packed copy (BUNDLE.tar.xz), unpacked first.
+# PY: the Python for the report, PyTorch's rows and stage e (default: python3 on PATH); the
+# bundle's flashsteps is built for one Python version (gpu_bundle.sh --python).
 #
 # Stages, in this order, each with its own time limit (printed first; a stage that overruns is
 # stopped, recorded as such, and the next one runs; what a stage leaves of its limit goes to the
@@ -26,16 +28,18 @@
 # for a BUNDLE that is not one, an OUTDIR that cannot be written, or no GPU without --rehearse.
 #
 # --rehearse runs the same script without a GPU: the correctness stage on the CPU backend at two
-# small shapes, the stages that need a GPU each one line "skipped: no GPU", the report written.
+# small shapes, stage e's tests (those that need a GPU skip), the stages that need a GPU each one
+# line "skipped: no GPU", the report written.
 set -uo pipefail
 fail() { echo "gpu_run: $*" >&2; exit 2; }
-usage="usage: scripts/gpu_run.sh BUNDLE OUTDIR [--budget SECONDS] [--rehearse]"
-bundle="" out="" budget=480 rehearse=0
+usage="usage: scripts/gpu_run.sh BUNDLE OUTDIR [--budget SECONDS] [--rehearse] [--python PY]"
+bundle="" out="" budget=480 rehearse=0 py=""
 while (($#)); do
   case "$1" in
     --budget) budget=${2:-}; shift 2 || fail "$usage" ;;
     --rehearse) rehearse=1; shift ;;
-    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --python) py=${2:-}; shift 2 || fail "$usage" ;;
+    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) fail "unknown option $1 ($usage)" ;;
     *) if [[ -z $bundle ]]; then bundle=$1; elif [[ -z $out ]]; then out=$1; else fail "$usage"; fi
        shift ;;
@@ -43,7 +47,13 @@ while (($#)); do
 done
 [[ -n $bundle && -n $out ]] || fail "$usage"
 [[ $budget =~ ^[0-9]+$ ]] && ((budget >= 20)) || fail "--budget $budget: whole seconds, 20 or more"
-py=$(command -v python3) || fail "no python3 here: the run's report needs it"
+if [[ -n $py ]]; then
+  "$py" -c '' 2>/dev/null || fail "--python $py: not a Python that runs here"
+  # By its absolute path: stage e runs it from the bundle's folders.
+  if [[ $py == */* ]]; then py="$(cd "$(dirname "$py")" && pwd)/${py##*/}"; else py=$(command -v "$py"); fi
+else
+  py=$(command -v python3) || fail "no python3 here: the run's report needs it"
+fi
 if [[ -f $bundle && $bundle == *.tar.xz ]]; then  # the packed copy: unpacked beside the run
   unpacked=$(mktemp -d)
   "$py" - "$bundle" "$unpacked" <<'PY' || fail "$bundle: cannot be unpacked"
@@ -249,6 +259,11 @@ python_stage() {
   # Into python.txt, which the report quotes, and into the log when the stage ends.
   (cd "$pkg/tests" && "$py" -m pytest -q -p no:cacheprovider -rs test_cuda.py) \
     >>"$work/python.txt" 2>&1 || rc=1
+  if ((rehearse)); then
+    echo "benchmark: skipped: no GPU" >>"$work/python.txt"
+    cat "$work/python.txt"
+    return $rc
+  fi
   for causal in "" --causal; do
     # shellcheck disable=SC2086 # $causal: no flag or one
     "$py" -m flashsteps benchmark step4_tensorcore step5_warpspecialized --seqlen 4096 \
@@ -258,9 +273,8 @@ python_stage() {
   return $rc
 }
 export -f python_stage
-if ((rehearse)); then
-  skipped "e. Python" "$limit_e"
-elif [[ ! -d $bundle/python ]]; then
+export rehearse
+if [[ ! -d $bundle/python ]]; then
   echo "== e. Python: skipped: this bundle holds no Python package (gpu_bundle.sh --arch builds one)"
   printf '{"name": "%s", "limit_s": %d, "took_s": 0, "status": "%s"}\n' "e. Python" "$limit_e" \
     "skipped: no Python package in the bundle" >>"$work/stages.jsonl"

@@ -87,13 +87,13 @@ class GpuRun(unittest.TestCase):
 
     def test_the_rehearsal_runs_every_stage(self):
         out = self.tmp / "out"
-        r = run(RUN_SH, BUNDLE, out, "--rehearse")
+        r = run(RUN_SH, BUNDLE, out, "--rehearse", "--python", sys.executable)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         log = (out / "log.txt").read_text()
         self.assertEqual(log, r.stdout)  # the log is the whole output, complete when it returns
         self.assertIn("stage limits: a. correctness 72 s, b. sanitizers 120 s, c. timings 168 s, "
                       "d. Nsight Compute 72 s, e. Python 48 s: 480 s", log)
-        for stage in ("b. compute-sanitizer", "c. timings", "d. Nsight Compute", "e. Python"):
+        for stage in ("b. compute-sanitizer", "c. timings", "d. Nsight Compute"):
             self.assertIn(f"== {stage}: skipped: no GPU", log)
         self.assertLessEqual(set(os.listdir(out)), FILES)
         # every kernel checked on the CPU backend, and passed
@@ -105,8 +105,16 @@ class GpuRun(unittest.TestCase):
         self.assertTrue(all(r["status"] == "pass" and r["backend"] == "cpu" for r in rows))
         report = json.loads((out / "run.json").read_text())
         self.assertTrue(report["rehearsal"])
+        # Stage e: the package's CUDA-array tests (their refusals; the rest skip without a GPU)
+        # with the build's own package and Python, where the build has the package.
+        package = (BUNDLE / "python" / "flashsteps").is_dir()
         self.assertEqual([s["status"] for s in report["stages"]],
-                         ["passed"] + ["skipped: no GPU"] * 4)
+                         ["passed"] + ["skipped: no GPU"] * 3
+                         + ["passed" if package else "skipped: no Python package in the bundle"])
+        if package:
+            section = (out / "README.md").read_text().split("## e. ")[1]
+            self.assertRegex(section, r"\d+ passed, \d+ skipped")
+            self.assertIn("benchmark: skipped: no GPU", section)
         summary = (out / "README.md").read_text()
         self.assertIn("| step4_tensorcore[swizzle] | 2 | 0 | 0 | - |", summary)
         # the counters table: the CPU column from the bundle, ncu's empty, said why
@@ -159,7 +167,8 @@ class GpuRun(unittest.TestCase):
             done""")
         env = dict(os.environ, PATH=f"{tools}:{os.environ['PATH']}")
         out = self.tmp / "out"
-        r = run(RUN_SH, BUNDLE, out, "--budget", "20", env=env, timeout=300)
+        r = run(RUN_SH, BUNDLE, out, "--budget", "20", "--python", sys.executable, env=env,
+                timeout=300)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         report = json.loads((out / "run.json").read_text())
         self.assertFalse(report["rehearsal"])
@@ -167,8 +176,10 @@ class GpuRun(unittest.TestCase):
         self.assertEqual(list(status), ["a. correctness", "b. compute-sanitizer", "c. timings",
                                         "d. Nsight Compute", "e. Python"])
         self.assertEqual(status["b. compute-sanitizer"]["status"], "stopped at its limit")
-        # The stand-in bundle is packed from a build (no Python package for the GPU machine).
-        self.assertEqual(status.pop("e. Python")["status"], "skipped: no Python package in the bundle")
+        # Stage e: the build's package where it has one; its benchmark finds no GPU, and fails.
+        self.assertEqual(status.pop("e. Python")["status"],
+                         "failed (exit 1)" if (BUNDLE / "python" / "flashsteps").is_dir()
+                         else "skipped: no Python package in the bundle")
         # Each stage's limit is its share of the budget (15, 25, 35 and 15%) and what the stages
         # before it left unused.
         spare = 0
