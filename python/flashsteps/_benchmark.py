@@ -13,15 +13,6 @@ from ._attention import attention
 _SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
 
 
-def _visible_pairs(batch: int, heads: int, seqlen_q: int, seqlen_k: int, causal: bool) -> int:
-    """Score elements that are not masked: the causal mask aligned bottom-right, as the steps'
-    (common/attention_params.h, visible_keys_end)."""
-    if not causal:
-        return batch * heads * seqlen_q * seqlen_k
-    rows = sum(max(0, min(seqlen_k, i + 1 + seqlen_k - seqlen_q)) for i in range(seqlen_q))
-    return batch * heads * rows
-
-
 def _time_ms(torch: Any, fn: Any, warmup: int, iters: int, calls: int = 10) -> float:
     """Milliseconds per call of fn: the median of `iters` samples after `warmup` untimed ones,
     each sample `calls` calls back to back between two CUDA events on the current stream. A call's
@@ -100,7 +91,7 @@ def benchmark(step: str | int = "step4_tensorcore", *, batch: int = 1, heads: in
         return (torch.rand((batch, h, s, dim), generator=gen, device=dev) * 2 - 0.5).to(to[dtype])
 
     q, k, v = draw(heads, seqlen), draw(heads_kv, seqlen_k), draw(heads_kv, seqlen_k)
-    flops = 4.0 * dim * _visible_pairs(batch, heads, seqlen, seqlen_k, causal)
+    flops = _core.flops(batch, heads, seqlen, seqlen_k, dim, causal)
     problem = dict(batch=batch, heads=heads, heads_kv=heads_kv, seqlen_q=seqlen,
                    seqlen_k=seqlen_k, dim=dim, dtype=dtype, causal=causal,
                    device=torch.cuda.get_device_name(dev))

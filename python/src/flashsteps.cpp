@@ -503,6 +503,18 @@ NB_MODULE(_core, m) {
         "C-contiguous and 16-byte aligned on q's device; launched on `stream` (a cudaStream_t as "
         "an integer, 0 the default stream) and not waited for unless check. Returns the result "
         "row's CSV fields. Raises as run does.");
+  m.def(
+      "flops",
+      [](int batch, int heads, int seqlen_q, int seqlen_k, int dim, bool causal) {
+        attn::Problem p;
+        p.batch = batch, p.heads = heads, p.seqlen_q = seqlen_q, p.seqlen_k = seqlen_k;
+        p.dim = dim, p.causal = causal;
+        return p.flops();
+      },
+      nb::arg("batch"), nb::arg("heads"), nb::arg("seqlen_q"), nb::arg("seqlen_k"), nb::arg("dim"),
+      nb::arg("causal"),
+      "The FLOPs the harness counts for a problem (attn::Problem::flops: 4 * dim per visible "
+      "score, the causal mask aligned bottom-right), as the result rows' TFLOPS use.");
   m.attr("gpu_built") = attn::gpu_backend_built();
   m.attr("cuda_architectures") = std::string(ATTN_CUDA_ARCHITECTURES);
   m.attr("commit") = attn::build_commit();

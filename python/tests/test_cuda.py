@@ -209,3 +209,9 @@ def test_the_benchmark_command_refuses_bad_input_in_one_line():
         assert len(lines) == 1 and lines[0].startswith("python -m flashsteps benchmark: "), lines
         if message:
             assert lines[0].endswith(message), lines
+
+
+def test_the_benchmark_counts_flops_as_the_harness_does():
+    # 4 * dim per visible score; causal bottom-right with Sk > Sq: row i sees i + 1 + (Sk - Sq).
+    assert flashsteps._core.flops(2, 3, 4, 4, 8, False) == 4 * 8 * 2 * 3 * 4 * 4
+    assert flashsteps._core.flops(1, 1, 2, 5, 8, True) == 4 * 8 * (4 + 5)
