@@ -503,7 +503,7 @@ def smi_fields(text):
 
 
 def python_section(work):
-    """What stage e printed: the CUDA-array tests' summary and the benchmark tables, as they came."""
+    """What stage e printed: the CUDA-array tests' summary and the benchmark tables, as printed."""
     path = os.path.join(work, "python.txt")
     if not os.path.exists(path):
         return "Not run (see Stages)."

@@ -142,10 +142,11 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
     'sm80' or 'sm90a'. schedule: the order the CPU backend runs threads between synchronisation
     points ('forward', 'reverse', 'random[:SEED]'): results must not depend on it. config: a tile
     configuration (step 4). check: also compare with the FP64 reference (RuntimeError if it
-    fails; on CUDA arrays it copies them to the host to do so). counters: also return what the kernels did, counted on the CPU backend as Nsight
-    Compute would (global sectors and bytes, shared-memory wavefronts and bank conflicts, tensor
-    instructions, ...) and a speed-of-light model of it on `model_gpu` (a GPU the model knows,
-    'H100 SXM' by default; labelled a model, not a measurement), as a dict.
+    fails; on CUDA arrays it copies them to the host to do so). counters: also return what the
+    kernels did, counted on the CPU backend as Nsight Compute would (global sectors and bytes,
+    shared-memory wavefronts and bank conflicts, tensor instructions, ...) and a speed-of-light
+    model of it on `model_gpu` (a GPU the model knows, 'H100 SXM' by default; labelled a model,
+    not a measurement), as a dict.
 
     Returns (o, lse) in the input's framework and device: o in the input's dtype (float32 for
     float32/float64 inputs), lse float32 (batch, heads, seqlen_q); with counters=True,
@@ -191,7 +192,7 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
         return _cuda.run_in_place(step, q, k, v, _text("dtype", dtype), **options)
     o, lse, row, _notes = _core.run(
         step, arrays["q"], arrays["k"], arrays["v"], dtype=_text("dtype", dtype),
-        backend="cpu", schedule=_text("schedule", schedule, allow_none=False),
+        schedule=_text("schedule", schedule, allow_none=False),
         counters=_flag("counters", counters), model_gpu=_text("model_gpu", model_gpu),
         handle_sigint=threading.current_thread() is threading.main_thread(), **options)
     o, lse = _like(q, o), _like(q, lse, keep_float32=True)

@@ -261,8 +261,6 @@ attn::Options options_for(const attn::StepInfo& step, const nb::ndarray<nb::ro>&
   // The step executables' checks and messages (common/cli.cpp), in the same words.
   auto refuse = [&](const std::string& why) { raise(PyExc_ValueError, step.name + ": " + why); };
   if (const std::string why = attn::validate(p); !why.empty()) refuse(why);
-  if (c.backend != "cpu" && c.backend != "gpu")
-    refuse("backend='" + c.backend + "': use 'cpu' or 'gpu'");
   try {
     simt::parse_schedule(c.schedule);
   } catch (const std::invalid_argument& e) {
@@ -319,8 +317,8 @@ nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
               const std::optional<std::string>& dtype, bool causal, std::optional<float> scale,
               std::optional<std::vector<int>> seqlens_q, std::optional<std::vector<int>> seqlens_k,
               float dropout, uint64_t seed, const std::optional<std::string>& rung,
-              const std::optional<std::string>& variant, const std::string& backend, int gpu_device,
-              const std::string& schedule, const std::optional<std::string>& config,
+              const std::optional<std::string>& variant, const std::string& schedule,
+              const std::optional<std::string>& config,
               const std::optional<std::string>& tuned_table, bool check, bool counters,
               const std::optional<std::string>& model_gpu, bool handle_sigint) {
   const attn::StepInfo& step = find_step(step_name);
@@ -333,7 +331,7 @@ nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
   attn::Options opt = options_for(
       step, q, k, v,
       {dtype, causal, scale, std::move(seqlens_q), std::move(seqlens_k), dropout, seed, rung,
-       variant, backend, gpu_device, schedule, config, tuned_table, check, counters, model_gpu});
+       variant, "cpu", 0, schedule, config, tuned_table, check, counters, model_gpu});
   const attn::Problem& p = opt.problem;
   opt.keep_outputs = true;
   opt.interrupt = &g_interrupt;
@@ -481,10 +479,10 @@ NB_MODULE(_core, m) {
         nb::arg("scale").none() = nb::none(), nb::arg("seqlens_q").none() = nb::none(),
         nb::arg("seqlens_k").none() = nb::none(), nb::arg("dropout") = 0.0f, nb::arg("seed") = 0,
         nb::arg("rung").none() = nb::none(), nb::arg("variant").none() = nb::none(),
-        nb::arg("backend") = "cpu", nb::arg("gpu_device") = 0, nb::arg("schedule") = "forward",
-        nb::arg("config").none() = nb::none(), nb::arg("tuned_table").none() = nb::none(),
-        nb::arg("check") = false, nb::arg("counters") = false,
-        nb::arg("model_gpu").none() = nb::none(), nb::arg("handle_sigint") = false,
+        nb::arg("schedule") = "forward", nb::arg("config").none() = nb::none(),
+        nb::arg("tuned_table").none() = nb::none(), nb::arg("check") = false,
+        nb::arg("counters") = false, nb::arg("model_gpu").none() = nb::none(),
+        nb::arg("handle_sigint") = false,
         "Runs a step on host arrays q (B, H, Sq, D), k and v (B, Hkv, Sk, D). Returns (o, lse, "
         "row, notes): o float32 (B, H, Sq, D), lse float32 (B, H, Sq), row the result row's CSV "
         "fields (str), notes the harness's notes. Raises ValueError for invalid input, "
