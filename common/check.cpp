@@ -104,4 +104,72 @@ CheckResult check_outputs(const Problem& p, const std::vector<Bits16>& o,
   return r;
 }
 
+namespace {
+
+// "[b=0,h=1,i=3,d=2]" for an element of a [B, heads, rows, D] tensor (rows: "i" for dQ, "j" for
+// dK and dV, whose heads are the key/value heads).
+std::string element(const Problem& p, int heads, int rows, char row, int64_t idx) {
+  const int64_t r = idx / p.dim;
+  std::ostringstream os;
+  os << "[b=" << r / rows / heads << ",h=" << r / rows % heads << "," << row << "=" << r % rows
+     << ",d=" << idx % p.dim << "]";
+  return os.str();
+}
+
+}  // namespace
+
+GradientCheck check_gradients(const Problem& p, const Gradients& got, const ReferenceGrads& ref,
+                              const Gradients& dtype_ref) {
+  const Bits16 poison16 = static_cast<Bits16>(kPoisonByte | (kPoisonByte << 8));
+  GradientCheck c;
+  const std::array<const std::vector<Bits16>*, 3> outs{&got.dq, &got.dk, &got.dv};
+  const std::array<const std::vector<Bits16>*, 3> yard{&dtype_ref.dq, &dtype_ref.dk, &dtype_ref.dv};
+  const std::array<const std::vector<double>*, 3> truth{&ref.dq, &ref.dk, &ref.dv};
+  for (int x = 0; x < 3; ++x) {
+    GradientCheck::Tensor& t = c.tensors[x];
+    const int heads = x == 0 ? p.heads : p.kv_heads(), rows = x == 0 ? p.seqlen_q : p.seqlen_k;
+    const char row = x == 0 ? 'i' : 'j';
+    int64_t worst = -1, first_bad = -1;  // the largest error; the first NaN, Inf or poison
+    for (size_t e = 0; e < truth[x]->size(); ++e) {
+      const double want = (*truth[x])[e];
+      t.rounding_err = std::max(
+          t.rounding_err, std::fabs(from_bits(to_bits(float(want), p.dtype), p.dtype) - want));
+      t.dtype_err = std::max(t.dtype_err, std::fabs(from_bits((*yard[x])[e], p.dtype) - want));
+      if ((*outs[x])[e] == poison16) {
+        if (t.unwritten++ == 0 && first_bad < 0) first_bad = int64_t(e);
+        continue;
+      }
+      const double v = from_bits((*outs[x])[e], p.dtype), err = std::fabs(v - want);
+      if (!std::isfinite(v)) {
+        if (t.nonfinite++ == 0 && first_bad < 0) first_bad = int64_t(e);
+        continue;
+      }
+      if (err > t.max_err || worst < 0) t.max_err = std::max(t.max_err, err), worst = int64_t(e);
+    }
+    t.limit = 2 * std::max(t.dtype_err, t.rounding_err);
+    std::ostringstream os;
+    if (t.unwritten + t.nonfinite > 0) {
+      const int64_t e = first_bad;
+      os << t.name << ": " << t.unwritten << " elements never written (still the pre-launch poison)"
+         << " and " << t.nonfinite << " NaN or Inf (first: " << t.name
+         << element(p, heads, rows, row, e) << " = "
+         << ((*outs[x])[e] == poison16 ? "poison"
+                                       : std::to_string(from_bits((*outs[x])[e], p.dtype)))
+         << ")";
+    } else if (!(t.max_err <= t.limit)) {
+      os << t.name << element(p, heads, rows, row, worst) << " = "
+         << from_bits((*outs[x])[worst], p.dtype) << ", reference " << (*truth[x])[worst]
+         << ": max |err| " << t.max_err << " > " << t.limit << " (twice "
+         << (t.dtype_err >= t.rounding_err ? "the error of the computation in "
+                                           : "the rounding to ")
+         << dtype_name(p.dtype) << ")";
+    }
+    if (!os.str().empty()) {
+      c.passed = false;
+      if (c.first_failure.empty()) c.first_failure = os.str();
+    }
+  }
+  return c;
+}
+
 }  // namespace attn

@@ -12,8 +12,18 @@
 // LSE (FP32): |lse - ref| <= 1e-3 * max(1, |ref|), and -inf exactly where the reference has -inf.
 // NaN never passes; an element still holding the poison pattern written before the launch is
 // reported as unwritten.
+//
+// The backward's gate (step 6), per gradient tensor X of dQ, dK and dV, FlashAttention's own test
+// criterion: the largest |X - ref| over its elements at most twice the largest error of the same
+// gradient computed as PyTorch computes it in the dtype (reference_backward_dtype), the FP64
+// reference `ref` being the truth for both. An FP32 computation is not the yardstick: its error is
+// far below the rounding of a 16-bit gradient, so no kernel that returns fp16 or bf16 could meet
+// twice it. And never below twice the error of the exact gradient rounded to the dtype, which a
+// kernel returning exact gradients has (the floor where the dtype reference happens to round
+// exactly; a tensor of exact zeros, all padding, must be returned as zeros).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,5 +64,23 @@ struct CheckResult {
 
 CheckResult check_outputs(const Problem& p, const std::vector<Bits16>& o,
                           const std::vector<float>& lse, const Reference& ref);
+
+struct GradientCheck {
+  struct Tensor {
+    const char* name;         // "dQ", "dK", "dV"
+    double max_err = 0;       // max |X - ref| over its finite elements
+    double dtype_err = 0;     // the dtype reference's max |X - ref|
+    double rounding_err = 0;  // max |ref rounded to the dtype - ref|
+    double limit = 0;         // 2 * max(dtype_err, rounding_err)
+    int64_t unwritten = 0;    // elements still holding the pre-launch poison
+    int64_t nonfinite = 0;    // NaN or +-Inf (poison excluded)
+  };
+  std::array<Tensor, 3> tensors{{{"dQ"}, {"dK"}, {"dV"}}};
+  bool passed = true;
+  std::string first_failure;  // one line: the first tensor that fails and its worst element
+};
+
+GradientCheck check_gradients(const Problem& p, const Gradients& got, const ReferenceGrads& ref,
+                              const Gradients& dtype_ref);
 
 }  // namespace attn

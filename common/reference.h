@@ -43,4 +43,23 @@ std::vector<double> widen(const std::vector<Bits16>& t, DType dtype);
 ReferenceGrads reference_backward(const Problem& p, const Fp64Tensors& in,
                                   const std::vector<double>& dout);
 
+// What a backward step reads besides Q, K and V: dO, and the forward's O and LSE as a forward step
+// writes them (O rounded to the dtype, LSE in FP32), here the FP64 forward's of `ref`.
+struct BackwardInputs {
+  std::vector<Bits16> dout, o;  // [B, H, Sq, D]
+  std::vector<float> lse;       // [B, H, Sq]
+};
+BackwardInputs backward_inputs(const Problem& p, std::vector<Bits16> dout,
+                               const ReferenceGrads& ref);
+
+// The same gradients computed the way PyTorch computes attention in fp16 or bf16, the yardstick of
+// the backward's gate (common/check.h): FlashAttention's tests hold its gradients against
+// `attention_ref(upcast=False, reorder_ops=True)` differentiated by autograd, whose every operation
+// runs in the input dtype. Here, as there (common/reference_backward_dtype.cpp): each product
+// accumulated in FP32 and rounded to the dtype, the softmax and its backward computed in FP32 and
+// rounded, and every scaling (K by the softmax scale, V by the dropout's 1 / (1 - p), and their
+// gradients) rounded, in the order the reference writes them.
+Gradients reference_backward_dtype(const Problem& p, const HostInputs& in,
+                                   const std::vector<Bits16>& dout);
+
 }  // namespace attn

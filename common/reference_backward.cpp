@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "common/dropout.h"
 #include "common/memory.h"
@@ -105,6 +106,17 @@ ReferenceGrads reference_backward(const Problem& p, const Fp64Tensors& in,
     }
   }
   return g;
+}
+
+BackwardInputs backward_inputs(const Problem& p, std::vector<Bits16> dout,
+                               const ReferenceGrads& ref) {
+  BackwardInputs b;
+  b.dout = std::move(dout);
+  host_resize(b.o, p.q_elements(), "the forward's O (host)");
+  host_resize(b.lse, p.lse_elements(), "the forward's LSE (host)");
+  for (size_t x = 0; x < b.o.size(); ++x) b.o[x] = to_bits(float(ref.o[x]), p.dtype);
+  for (size_t x = 0; x < b.lse.size(); ++x) b.lse[x] = float(ref.lse[x]);
+  return b;
 }
 
 }  // namespace attn

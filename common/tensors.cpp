@@ -26,8 +26,8 @@ float from_bits(Bits16 b, DType t) {
 
 namespace {
 
-// Fills `out` with 0.5 + U(-1, 1), rounded to `t`. `stream` separates Q, K and V.
-void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, DType t,
+// Fills `out` with mean + U(-1, 1), rounded to `t`. `stream` separates Q, K, V and dO.
+void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, DType t, float mean,
           const char* label) {
   host_resize(out, n, label);
   const uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
@@ -43,7 +43,7 @@ void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, D
                         0x5eed1234u}},
                       key0, key1);
     for (int w = 0; w < 4 && base + w < n; ++w)
-      out[base + w] = to_bits(0.5f + uniform_pm1(words.v[w]), t);
+      out[base + w] = to_bits(mean + uniform_pm1(words.v[w]), t);
   }
 }
 
@@ -51,10 +51,16 @@ void fill(std::vector<Bits16>& out, int64_t n, uint32_t stream, uint64_t seed, D
 
 HostInputs make_inputs(const Problem& p) {
   HostInputs in;
-  fill(in.q, p.q_elements(), 1, p.seed, p.dtype, "Q (host)");
-  fill(in.k, p.kv_elements(), 2, p.seed, p.dtype, "K (host)");
-  fill(in.v, p.kv_elements(), 3, p.seed, p.dtype, "V (host)");
+  fill(in.q, p.q_elements(), 1, p.seed, p.dtype, 0.5f, "Q (host)");
+  fill(in.k, p.kv_elements(), 2, p.seed, p.dtype, 0.5f, "K (host)");
+  fill(in.v, p.kv_elements(), 3, p.seed, p.dtype, 0.5f, "V (host)");
   return in;
+}
+
+std::vector<Bits16> make_dout(const Problem& p) {
+  std::vector<Bits16> dout;
+  fill(dout, p.q_elements(), 4, p.seed, p.dtype, 0.0f, "dO (host)");
+  return dout;
 }
 
 }  // namespace attn

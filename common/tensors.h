@@ -27,4 +27,14 @@ struct HostInputs {
 // numbers do not depend on the standard library or on the order they are drawn in.
 HostInputs make_inputs(const Problem& p);
 
+// The backward's upstream gradient dO [B, H, Sq, D]: U(-1, 1) rounded to the dtype, from the same
+// generator on a stream of its own (Q, K and V keep theirs). Zero-mean, unlike the inputs: a
+// gradient has no reason to share a component across a row.
+std::vector<Bits16> make_dout(const Problem& p);
+
+// dQ, dK and dV in the input dtype, as a backward step returns them (layouts of Q, K and V).
+struct Gradients {
+  std::vector<Bits16> dq, dk, dv;
+};
+
 }  // namespace attn

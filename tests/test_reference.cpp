@@ -5,6 +5,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/check.h"
 #include "common/dropout.h"
 #include "common/reference.h"
 
@@ -299,4 +300,160 @@ TEST_CASE("backward: padding rows and keys get no gradient", "[reference][backwa
         REQUIRE(g.dk[x] == 0);
         REQUIRE(g.dv[x] == 0);
       }
+}
+
+// ---- the backward's inputs and its gate (check_gradients) ---------------------------------------
+
+namespace {
+
+// A second backward, written as the formulas read, one (i, j) pair at a time in long double, with
+// the bugs a backward kernel can have, one at a time: the gate must pass it clean and fail each.
+enum class Bug { none, no_delta, no_scale, dropout_left_out_of_dp, first_head_of_group_only };
+
+attn::Gradients brute_force_backward(const Problem& p, const attn::HostInputs& in,
+                                     const std::vector<attn::Bits16>& dout, Bug bug) {
+  const int D = p.dim, Hkv = p.kv_heads(), group = p.heads / Hkv;
+  const long double scale = bug == Bug::no_scale ? 1 : p.softmax_scale();
+  const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
+  auto at = [&](const std::vector<attn::Bits16>& t, int64_t row, int d) -> long double {
+    return attn::from_bits(t[row * D + d], p.dtype);
+  };
+  std::vector<long double> dq(p.q_elements()), dk(p.kv_elements()), dv(p.kv_elements());
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads; ++h)
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        const int hk = h / group, end = p.row_keys_end(b, i);
+        const int64_t qrow = (int64_t(b) * p.heads + h) * p.seqlen_q + i;
+        const int64_t kv0 = (int64_t(b) * Hkv + hk) * p.seqlen_k;
+        std::vector<long double> s(end), dov(end);
+        long double m = -INFINITY, l = 0, delta = 0;
+        for (int j = 0; j < end; ++j) {
+          long double qk = 0, dv_dot = 0;
+          for (int d = 0; d < D; ++d) {
+            qk += at(in.q, qrow, d) * at(in.k, kv0 + j, d);
+            dv_dot += at(dout, qrow, d) * at(in.v, kv0 + j, d);
+          }
+          s[j] = p.softmax_scale() * qk, dov[j] = dv_dot;
+          m = std::max(m, s[j]);
+        }
+        for (int j = 0; j < end; ++j) l += std::exp(s[j] - m);
+        for (int j = 0; j < end; ++j)
+          delta += std::exp(s[j] - m) / l * attn::dropout_factor(drop, b, h, i, j) * dov[j];
+        for (int j = 0; j < end; ++j) {
+          const long double P = std::exp(s[j] - m) / l, Z = attn::dropout_factor(drop, b, h, i, j);
+          const long double dP = (bug == Bug::dropout_left_out_of_dp ? 1 : Z) * dov[j];
+          const long double dS = P * (dP - (bug == Bug::no_delta ? 0 : delta));
+          const bool counted = bug != Bug::first_head_of_group_only || h % group == 0;
+          for (int d = 0; d < D; ++d) {
+            dq[qrow * D + d] += scale * dS * at(in.k, kv0 + j, d);
+            if (!counted) continue;
+            dk[(kv0 + j) * D + d] += scale * dS * at(in.q, qrow, d);
+            dv[(kv0 + j) * D + d] += P * Z * at(dout, qrow, d);
+          }
+        }
+      }
+  auto narrow = [&](const std::vector<long double>& x) {
+    std::vector<attn::Bits16> out(x.size());
+    for (size_t e = 0; e < x.size(); ++e) out[e] = attn::to_bits(float(x[e]), p.dtype);
+    return out;
+  };
+  return {narrow(dq), narrow(dk), narrow(dv)};
+}
+
+}  // namespace
+
+TEST_CASE("backward inputs: dO drawn on its own stream, O and LSE the forward's, rounded",
+          "[reference][backward]") {
+  Problem p = backward_problem();
+  p.seqlen_q = 256;
+  const attn::HostInputs in = attn::make_inputs(p);
+  const std::vector<attn::Bits16> dout = attn::make_dout(p);
+  CHECK(dout == attn::make_dout(p));
+  CHECK(dout != in.q);
+  double mean = 0, lo = 1, hi = -1;
+  for (auto x : dout) {
+    const double v = attn::from_bits(x, p.dtype);
+    mean += v, lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  CHECK(mean / double(dout.size()) == Approx(0).margin(0.03));
+  CHECK(lo >= -1);
+  CHECK(hi <= 1);
+  const attn::ReferenceGrads ref =
+      attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, p.dtype));
+  const attn::BackwardInputs b = attn::backward_inputs(p, dout, ref);
+  CHECK(b.dout == dout);
+  for (size_t x = 0; x < b.o.size(); ++x)
+    REQUIRE(b.o[x] == attn::to_bits(float(ref.o[x]), p.dtype));
+  for (size_t r = 0; r < b.lse.size(); ++r) REQUIRE(b.lse[r] == float(ref.lse[r]));
+}
+
+TEST_CASE("the backward's gate: twice the dtype computation's error, which is near the truth",
+          "[reference][backward]") {
+  Problem p;
+  p.batch = 1, p.heads = 4, p.heads_kv = 2, p.seqlen_q = 129, p.seqlen_k = 160, p.dim = 64;
+  p.causal = true, p.dropout = 0.2f, p.seed = 5;
+  for (const attn::DType dtype : {attn::DType::fp16, attn::DType::bf16}) {
+    p.dtype = dtype;
+    const attn::HostInputs in = attn::make_inputs(p);
+    const std::vector<attn::Bits16> dout = attn::make_dout(p);
+    const attn::ReferenceGrads ref =
+        attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, dtype));
+    const attn::Gradients yard = attn::reference_backward_dtype(p, in, dout);
+    const attn::GradientCheck c = attn::check_gradients(p, yard, ref, yard);
+    for (const auto& t : c.tensors) {
+      double largest = 0;
+      for (double g : t.name[1] == 'Q' ? ref.dq : t.name[1] == 'K' ? ref.dk : ref.dv)
+        largest = std::max(largest, std::fabs(g));
+      INFO(attn::dtype_name(dtype)
+           << " " << t.name << ": dtype computation's error " << t.dtype_err << ", rounding "
+           << t.rounding_err << ", largest gradient " << largest);
+      CHECK(t.dtype_err > t.rounding_err);  // the yardstick, not the floor, sets the limit
+      CHECK(t.dtype_err < 0.02 * largest);  // and it is a computation of the same gradient
+      CHECK(t.limit == 2 * t.dtype_err);
+    }
+    CHECK(c.passed);
+  }
+}
+
+TEST_CASE("the backward's gate passes exact gradients and fails each bug, NaN and poison",
+          "[reference][backward]") {
+  Problem p = backward_problem();
+  p.dim = 16;
+  for (const attn::DType dtype : {attn::DType::fp16, attn::DType::bf16}) {
+    p.dtype = dtype;
+    const attn::HostInputs in = attn::make_inputs(p);
+    const std::vector<attn::Bits16> dout = attn::make_dout(p);
+    const attn::ReferenceGrads ref =
+        attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, dtype));
+    const attn::Gradients yard = attn::reference_backward_dtype(p, in, dout);
+    attn::Gradients exact = brute_force_backward(p, in, dout, Bug::none);
+    const attn::GradientCheck clean = attn::check_gradients(p, exact, ref, yard);
+    INFO(attn::dtype_name(dtype));
+    CHECK(clean.passed);
+    CHECK(clean.first_failure.empty());
+    for (auto [bug, fails] : {std::pair{Bug::no_delta, "dQ"},
+                              {Bug::no_scale, "dQ"},
+                              {Bug::dropout_left_out_of_dp, "dQ"},
+                              {Bug::first_head_of_group_only, "dK"}}) {
+      const attn::GradientCheck c =
+          attn::check_gradients(p, brute_force_backward(p, in, dout, bug), ref, yard);
+      INFO(int(bug) << ": " << c.first_failure);
+      CHECK_FALSE(c.passed);
+      CHECK(c.first_failure.rfind(fails, 0) == 0);
+    }
+    attn::Gradients broken = exact;
+    broken.dv[7] = attn::to_bits(NAN, dtype);
+    attn::GradientCheck c = attn::check_gradients(p, broken, ref, yard);
+    CHECK_FALSE(c.passed);
+    CHECK(c.tensors[2].nonfinite == 1);
+    CHECK(c.first_failure ==
+          "dV: 0 elements never written (still the pre-launch poison) and 1 NaN "
+          "or Inf (first: dV[b=0,h=0,j=0,d=7] = nan)");
+    broken = exact;
+    broken.dk.back() = 0xFFFF;
+    c = attn::check_gradients(p, broken, ref, yard);
+    CHECK_FALSE(c.passed);
+    CHECK(c.tensors[1].unwritten == 1);
+    CHECK(c.first_failure.find("dK: 1 elements never written") == 0);
+  }
 }
