@@ -20,7 +20,9 @@
 // far below the rounding of a 16-bit gradient, so no kernel that returns fp16 or bf16 could meet
 // twice it. And never below twice the error of the exact gradient rounded to the dtype, which a
 // kernel returning exact gradients has (the floor where the dtype reference happens to round
-// exactly; a tensor of exact zeros, all padding, must be returned as zeros).
+// exactly). A tensor whose exact gradient is zero everywhere (each row sees one key: P = 1, so
+// dS = dP - D_i cancels exactly, but only where dP and D_i are summed in the same order) comes back
+// within the dtype's rounding of the largest gradient of the three.
 #pragma once
 
 #include <array>
@@ -71,7 +73,7 @@ struct GradientCheck {
     double max_err = 0;       // max |X - ref| over its finite elements
     double dtype_err = 0;     // the dtype reference's max |X - ref|
     double rounding_err = 0;  // max |ref rounded to the dtype - ref|
-    double limit = 0;         // 2 * max(dtype_err, rounding_err)
+    double limit = 0;         // 2 * max(dtype_err, rounding_err) (an all-zero tensor: above)
     int64_t unwritten = 0;    // elements still holding the pre-launch poison
     int64_t nonfinite = 0;    // NaN or +-Inf (poison excluded)
   };

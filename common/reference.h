@@ -58,8 +58,9 @@ BackwardInputs backward_inputs(const Problem& p, std::vector<Bits16> dout,
 // runs in the input dtype. Here, as there (common/reference_backward_dtype.cpp): each product
 // accumulated in FP32 and rounded to the dtype, the softmax and its backward computed in FP32 and
 // rounded, and every scaling (K by the softmax scale, V by the dropout's 1 / (1 - p), and their
-// gradients) rounded, in the order the reference writes them.
+// gradients) rounded, in the order the reference writes them; except the softmax backward's row
+// sum, taken as FlashAttention-2 takes it, rowsum(dO * O) over `o`, the forward's O in the dtype.
 Gradients reference_backward_dtype(const Problem& p, const HostInputs& in,
-                                   const std::vector<Bits16>& dout);
+                                   const std::vector<Bits16>& dout, const std::vector<Bits16>& o);
 
 }  // namespace attn

@@ -4,11 +4,17 @@
 //   forward   Ks = [K * scale]   Vs = [V * r]  (r = 1 / (1 - dropout))   S = [Q Ks^T] (masked)
 //             A = [softmax(S)]   Ad = A with the dropped elements zeroed
 //   backward  dAd = [dO Vs^T]    dA = dAd with the dropped elements zeroed
-//             dS = [A * (dA - rowsum(dA * A))]                (softmax's backward, in FP32)
+//             dS = [A * (dA - D_i)]   D_i = rowsum(dO * O)     (softmax's backward, in FP32)
 //             dQ = [dS Ks]       dK_h = [[dS^T Q] * scale]    dV_h = [[Ad^T dO] * r]
 //             dK, dV = [the sum of dK_h, dV_h over the query heads h of a group]   (GQA)
-// Products accumulate in FP32. Rows are taken 64 at a time (dS^T Q and Ad^T dO accumulate across
-// them in FP32 before their rounding), so that memory grows with the key length alone.
+// D_i is where this departs from PyTorch, whose softmax backward sums dA * A over the row: here it
+// is the sum FlashAttention-2's backward takes, over the forward's O as the forward wrote it (in
+// the dtype). Both equal rowsum(P * dP) exactly; with the 16-bit O, D_i carries O's rounding into
+// every dS of its row, an error every FlashAttention-style backward has and PyTorch's has not.
+// (With inputs of mean 0.5, as here, O is near 0.5 and that rounding moves dQ by a few parts in
+// a hundred thousand, more than PyTorch's own error.) Products accumulate in FP32. Rows are taken
+// 64 at a time (dS^T Q and Ad^T dO accumulate across them in FP32 before their rounding), so that
+// memory grows with the key length alone.
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -47,7 +53,7 @@ void store(const MatrixF& m, std::vector<Bits16>& t, int64_t offset, DType dtype
 }  // namespace
 
 Gradients reference_backward_dtype(const Problem& p, const HostInputs& in,
-                                   const std::vector<Bits16>& dout) {
+                                   const std::vector<Bits16>& dout, const std::vector<Bits16>& o) {
   const int Sq = p.seqlen_q, Sk = p.seqlen_k, D = p.dim, Hkv = p.kv_heads();
   const int group = p.heads / Hkv;
   const DType t = p.dtype;
@@ -74,6 +80,7 @@ Gradients reference_backward_dtype(const Problem& p, const HostInputs& in,
           const int n = std::min(kRows, Sq - i0);
           const int64_t row0 = (int64_t(b) * p.heads + h) * Sq + i0;
           const MatrixF Q = load(in.q, row0 * D, n, D, t), dO = load(dout, row0 * D, n, D, t);
+          const Eigen::VectorXf delta = dO.cwiseProduct(load(o, row0 * D, n, D, t)).rowwise().sum();
           const MatrixF S = rounded(Q * Ks.transpose(), t);
           const MatrixF dAd = rounded(dO * Vs.transpose(), t);
           MatrixF A = MatrixF::Zero(n, Sk), Ad = MatrixF::Zero(n, Sk), dS = MatrixF::Zero(n, Sk);
@@ -83,16 +90,12 @@ Gradients reference_backward_dtype(const Problem& p, const HostInputs& in,
             const float m = S.row(x).head(end).maxCoeff();
             float l = 0;
             for (int j = 0; j < end; ++j) l += std::exp(S(x, j) - m);
-            float dot = 0;  // rowsum(dA * A)
             for (int j = 0; j < end; ++j) {
               A(x, j) = from_bits(to_bits(std::exp(S(x, j) - m) / l, t), t);
               const bool keep = dropout_keep(drop, b, h, i0 + x, j);
               Ad(x, j) = keep ? A(x, j) : 0.0f;
-              dot += (keep ? dAd(x, j) : 0.0f) * A(x, j);
-            }
-            for (int j = 0; j < end; ++j) {
-              const float dA = dropout_keep(drop, b, h, i0 + x, j) ? dAd(x, j) : 0.0f;
-              dS(x, j) = from_bits(to_bits(A(x, j) * (dA - dot), t), t);
+              const float dA = keep ? dAd(x, j) : 0.0f;
+              dS(x, j) = from_bits(to_bits(A(x, j) * (dA - delta[x]), t), t);
             }
           }
           store(rounded(dS * Ks, t), g.dq, row0 * D, t);

@@ -398,7 +398,8 @@ TEST_CASE("the backward's gate: twice the dtype computation's error, which is ne
     const std::vector<attn::Bits16> dout = attn::make_dout(p);
     const attn::ReferenceGrads ref =
         attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, dtype));
-    const attn::Gradients yard = attn::reference_backward_dtype(p, in, dout);
+    const attn::Gradients yard =
+        attn::reference_backward_dtype(p, in, dout, attn::backward_inputs(p, dout, ref).o);
     const attn::GradientCheck c = attn::check_gradients(p, yard, ref, yard);
     for (const auto& t : c.tensors) {
       double largest = 0;
@@ -425,7 +426,8 @@ TEST_CASE("the backward's gate passes exact gradients and fails each bug, NaN an
     const std::vector<attn::Bits16> dout = attn::make_dout(p);
     const attn::ReferenceGrads ref =
         attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, dtype));
-    const attn::Gradients yard = attn::reference_backward_dtype(p, in, dout);
+    const attn::Gradients yard =
+        attn::reference_backward_dtype(p, in, dout, attn::backward_inputs(p, dout, ref).o);
     attn::Gradients exact = brute_force_backward(p, in, dout, Bug::none);
     const attn::GradientCheck clean = attn::check_gradients(p, exact, ref, yard);
     INFO(attn::dtype_name(dtype));
