@@ -81,4 +81,15 @@ ATTN_HD int kv_head(const AttentionParams& p, int h) {
   return h / (p.heads / p.heads_kv);
 }
 
+// The backward pass (step 6): the forward's problem, whose O and LSE it reads (the forward wrote
+// them), the upstream gradient dO, and the gradients it writes, in the input dtype:
+//   dout, dq [batch, heads,    seqlen_q, dim]
+//   dk, dv   [batch, heads_kv, seqlen_k, dim]   each summed over its group's query heads (GQA)
+struct BackwardParams : AttentionParams {
+  const void* dout;
+  void* dq;
+  void* dk;
+  void* dv;
+};
+
 }  // namespace attn

@@ -61,6 +61,16 @@ void* RunContext::scratch_bytes_for(const std::string& label, size_t bytes) {
   return ptr;
 }
 
+BackwardParams RunContext::backward_params(const AttentionParams& p) const {
+  if (backward == nullptr)
+    throw std::logic_error(
+        "a backward step ran without the backward's tensors (RunContext::backward)");
+  BackwardParams b;
+  static_cast<AttentionParams&>(b) = p;
+  b.dout = backward->dout, b.dq = backward->dq, b.dk = backward->dk, b.dv = backward->dv;
+  return b;
+}
+
 size_t RunContext::scratch_bytes() const {
   size_t total = 0;
   for (const auto& [label, block] : scratch_) total += block.bytes;

@@ -85,6 +85,16 @@ class RunContext {
   struct Tile {
     int rows = 0, keys = 0, stages = 1;
   } tile;
+  // A backward step's tensors besides the forward's (StepInfo::backward): set by the harness for
+  // step 6, null for every other step. backward_params() puts them together with the forward's.
+  struct BackwardTensors {
+    const void* dout;
+    void* dq;
+    void* dk;
+    void* dv;
+  };
+  const BackwardTensors* backward = nullptr;
+  BackwardParams backward_params(const AttentionParams& p) const;
 
  private:
   void* scratch_bytes_for(const std::string& label, size_t bytes);

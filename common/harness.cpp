@@ -270,6 +270,71 @@ void gpu_not_built(const AttentionParams&, RunContext&) {
 
 namespace {
 
+// A backward step's tensors on the backend: the forward's O and LSE written into the problem's
+// own O and LSE (which a backward reads), dO uploaded, dQ, dK and dV allocated and poisoned.
+class DeviceBackward {
+ public:
+  DeviceBackward(Backend& be, const Problem& p, const DeviceProblem& dev, const BackwardInputs& in)
+      : be_(be), p_(p) {
+    const size_t qo_bytes = p.q_elements() * sizeof(Bits16);
+    const size_t kv_bytes = p.kv_elements() * sizeof(Bits16);
+    be.upload(dev.params().o, in.o.data(), qo_bytes);
+    be.upload(dev.params().lse, in.lse.data(), p.lse_elements() * sizeof(float));
+    void* dout = alloc(qo_bytes, "dO");
+    be.upload(dout, in.dout.data(), qo_bytes);
+    tensors_ = {dout, alloc(qo_bytes, "dQ"), alloc(kv_bytes, "dK"), alloc(kv_bytes, "dV")};
+    be.poison(tensors_.dq, qo_bytes);
+    be.poison(tensors_.dk, kv_bytes);
+    be.poison(tensors_.dv, kv_bytes);
+  }
+  ~DeviceBackward() {
+    for (void* ptr : buffers_) be_.release(ptr);
+  }
+  DeviceBackward(const DeviceBackward&) = delete;
+  DeviceBackward& operator=(const DeviceBackward&) = delete;
+
+  const RunContext::BackwardTensors* tensors() const { return &tensors_; }
+  Gradients download() const {
+    Gradients g;
+    host_resize(g.dq, p_.q_elements(), "dQ (host copy)");
+    host_resize(g.dk, p_.kv_elements(), "dK (host copy)");
+    host_resize(g.dv, p_.kv_elements(), "dV (host copy)");
+    be_.download(g.dq.data(), tensors_.dq, g.dq.size() * sizeof(Bits16));
+    be_.download(g.dk.data(), tensors_.dk, g.dk.size() * sizeof(Bits16));
+    be_.download(g.dv.data(), tensors_.dv, g.dv.size() * sizeof(Bits16));
+    return g;
+  }
+
+ private:
+  void* alloc(size_t bytes, const char* label) {
+    buffers_.push_back(be_.alloc(bytes, label));
+    return buffers_.back();
+  }
+  Backend& be_;
+  const Problem& p_;
+  std::vector<void*> buffers_;
+  RunContext::BackwardTensors tensors_{};
+};
+
+// What a backward step reads besides Q, K and V (make_dout, and the forward's O and LSE from the
+// FP64 forward), and, when the run is checked, the FP64 gradients it is checked against.
+BackwardInputs backward_inputs_for(const Problem& p, const HostInputs& in, bool check,
+                                   ReferenceGrads& ref) {
+  std::vector<Bits16> dout = make_dout(p);
+  if (check) {
+    ref = reference_backward(p, widen(p, in), widen(dout, p.dtype));
+  } else {  // the forward alone
+    Reference f = reference_attention(p, in);
+    ref.o = std::move(f.o);
+    ref.lse = std::move(f.lse);
+  }
+  return backward_inputs(p, std::move(dout), ref);
+}
+
+}  // namespace
+
+namespace {
+
 // run_step for the kernel chosen: `rung` is appended to the step's name in the result row.
 RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::string& rung);
 
@@ -326,11 +391,12 @@ int input_sets(const Backend& be, const Problem& p) {
 // (input_sets: `dev` and copies of `in` at other addresses) between one pair of events and takes
 // the mean, so that even a kernel of a few microseconds is timed over many back-to-back launches;
 // with one set the L2 is flushed before each sample instead, outside the timed window.
+// A backward step times its one set (its dO and gradients are in the RunContext, not the problem).
 double time_runs(Backend& be, const Problem& p, const HostInputs& in, const DeviceProblem& dev,
                  StepFn run, RunContext& ctx, int warmup, int iters) {
   if (warmup + iters == 0) return 0;
   std::vector<std::unique_ptr<DeviceProblem>> copies;
-  for (int s = 1; s < input_sets(be, p); ++s)
+  for (int s = 1; ctx.backward == nullptr && s < input_sets(be, p); ++s)
     copies.push_back(std::make_unique<DeviceProblem>(be, p, in));
   std::vector<const AttentionParams*> sets = {&dev.params()};
   for (const auto& c : copies) sets.push_back(&c->params());
@@ -497,6 +563,12 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     throw std::logic_error(
         "run_step: device arrays run once (iters 0), on the GPU or in host memory on the CPU "
         "backend, with nothing saved, counted or instrumented");
+  if (step.backward && (opt.device_arrays != nullptr || !opt.save.empty() || opt.keep_outputs))
+    return invalid(step.name + ": " +
+                   (opt.save.empty() ? std::string("the caller's arrays and kept outputs")
+                                     : "--save " + opt.save) +
+                   ": the backward pass takes its own inputs and returns its gradients to the "
+                   "check only, for now");
   // Notes go out at once when there is somewhere to print them, else with the outcome.
   auto note = [&](const std::string& line) {
     if (opt.notice)
@@ -560,6 +632,16 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     RunContext ctx(*be);
     ctx.config = row.config;
     ctx.variant = variant;
+    // A backward step: its inputs on the backend beside the problem's, and the FP64 gradients.
+    std::unique_ptr<DeviceBackward> bwd;
+    ReferenceGrads grads_ref;
+    BackwardInputs bin;
+    if (step.backward) {
+      bin = backward_inputs_for(p, in, opt.check, grads_ref);
+      bwd = std::make_unique<DeviceBackward>(*be, p, *dev, bin);
+      ctx.backward = bwd->tensors();
+      row.backward = true;
+    }
     if (progress || opt.interrupt)
       ctx.progress = [&](uint64_t done, uint64_t total) {
         if (opt.interrupt && opt.interrupt->load()) throw std::runtime_error("interrupted");
@@ -596,7 +678,15 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       checked_ms = be->time_ms([&] { run(params, ctx); });
     }
     ctx.verify = false;
-    if (opt.check || !opt.save.empty() || opt.keep_outputs) {
+    if (step.backward && opt.check) {
+      row.checked = true;
+      row.grads = check_gradients(p, bwd->download(), grads_ref,
+                                  reference_backward_dtype(p, in, bin.dout, bin.o));
+      row.check.passed = row.grads.passed;
+      row.check.first_failure = row.grads.first_failure;
+      for (const GradientCheck::Tensor& t : row.grads.tensors)
+        row.check.max_abs_err = std::max(row.check.max_abs_err, t.max_err);
+    } else if (opt.check || !opt.save.empty() || opt.keep_outputs) {
       std::vector<Bits16> o;
       std::vector<float> lse;
       dev->download(o, lse);
@@ -616,7 +706,8 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
 
     const double timed_ms = time_runs(*be, p, in, *dev, run, ctx, warmup, iters);
     row.time_ms = iters == 0 ? checked_ms : timed_ms;
-    row.tflops = row.time_ms > 0 ? p.flops() / (row.time_ms * 1e-3) / 1e12 : 0;
+    const double flops = step.backward ? p.backward_flops() : p.flops();
+    row.tflops = row.time_ms > 0 ? flops / (row.time_ms * 1e-3) / 1e12 : 0;
     out.ran = true;
   } catch (const OutOfMemory& e) {
     RunOutcome r = invalid(step.name + ": " + e.what());

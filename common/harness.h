@@ -102,6 +102,10 @@ struct StepInfo {
     std::string variant = {};
   };
   std::vector<Rung> rungs = {};
+  // A backward step (step 6): its kernels read the forward's O and LSE and the upstream gradient
+  // dO and write dQ, dK and dV (RunContext::backward); the harness checks those against the FP64
+  // gradients (check_gradients), and times it at 2.5 times the forward's FLOPs.
+  bool backward = false;
 };
 
 // A problem on a backend: inputs uploaded, outputs allocated and poisoned (so that anything a step

@@ -42,6 +42,9 @@ struct Problem {
   int64_t visible_pairs() const;
   // 4 * dim * visible_pairs(): two multiply-adds per visible score (QK^T and PV).
   double flops() const;
+  // The backward's: five matrix products to the forward's two (dV, dP, dQ, dK and S recomputed),
+  // as FlashAttention counts them.
+  double backward_flops() const { return 2.5 * flops(); }
   // "fp16 B=2 H=4/2 Sq=257 Sk=257 D=96 causal dropout=0.1": for logs and titles.
   std::string describe() const;
 };

@@ -65,9 +65,9 @@ std::vector<std::string> csv_fields(const ResultRow& r) {
                                      std::to_string(r.iters),
                                      num(r.time_ms, 8),
                                      num(r.tflops, 8),
-                                     num(p.flops(), 12),
+                                     num(r.backward ? p.backward_flops() : p.flops(), 12),
                                      r.checked ? num(r.check.max_abs_err, 4) : "",
-                                     r.checked ? num(r.check.lse_max_err, 4) : "",
+                                     r.checked && !r.backward ? num(r.check.lse_max_err, 4) : "",
                                      r.checked ? "1" : "0",
                                      r.checked ? (r.check.passed ? "1" : "0") : "",
                                      r.schedule,
@@ -160,6 +160,12 @@ std::string format_result(const ResultRow& r) {
   if (r.instrumented) os << ", every access of the checked run checked (--instrumented)";
   if (!r.checked) {
     os << ", check skipped (--no-check)";
+  } else if (r.backward) {
+    for (const GradientCheck::Tensor& t : r.grads.tensors)
+      os << ", max|" << t.name << "-ref| " << num(t.max_err, 3) << " (limit " << num(t.limit, 3)
+         << ")";
+    os << ": check " << (r.grads.passed ? "PASSED" : "FAILED");
+    if (!r.grads.passed) os << "\n  first: " << r.grads.first_failure;
   } else {
     const Tolerance t = tolerance_for(r.problem.dtype);
     if (r.check.nonfinite_o + r.check.nonfinite_lse > 0)  // max|err| covers finite values only
@@ -237,11 +243,11 @@ std::string format_counters(const ResultRow& r) {
   shared("shared stores    ", c.sts_inst, c.sts_wavefronts, c.sts_conflicts(), "st");
   if (c.ldsm_inst)
     shared("ldmatrix         ", c.ldsm_inst, c.ldsm_wavefronts, c.ldsm_conflicts(), "ldsm");
+  const double flops = r.backward ? r.problem.backward_flops() : r.problem.flops();
   os << "  tensor cores     " << grouped(c.mma)
      << " mma.sync (sm__inst_executed_pipe_tensor_op_hmma.sum), " << grouped(c.wgmma)
-     << " wgmma: " << num(c.tensor_flops / 1e9, 4) << " GFLOP, "
-     << pct(c.tensor_flops, r.problem.flops()) << " of the problem's "
-     << num(r.problem.flops() / 1e9, 4) << " GFLOP";
+     << " wgmma: " << num(c.tensor_flops / 1e9, 4) << " GFLOP, " << pct(c.tensor_flops, flops)
+     << " of the problem's " << num(flops / 1e9, 4) << " GFLOP";
   if (c.wgmma) os << "; " << grouped(c.wgmma_smem_bytes) << " shared bytes read as operands";
   os << "\n  synchronisation  " << grouped(c.block_barriers) << " block barriers, "
      << grouped(c.named_barriers) << " named barriers, " << grouped(c.mbarrier_ops)

@@ -20,7 +20,9 @@ struct ResultRow {
   double time_ms = 0;  // median over iters
   double tflops = 0;   // problem.flops() / time
   bool checked = false;
-  CheckResult check;
+  CheckResult check;      // a backward step's: passed, first_failure and max_abs_err (dQ, dK, dV's)
+  bool backward = false;  // a backward step: `grads` is its check
+  GradientCheck grads;
   std::string schedule;       // CPU backend fiber order; empty on the GPU
   std::string config;         // the tile configuration that ran; empty for steps without any
   std::string config_source;  // why: "--config", "tuned", "default" (result line only)

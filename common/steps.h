@@ -25,6 +25,9 @@ attn::StepInfo info();
 namespace step5 {
 attn::StepInfo info();
 }
+namespace step6 {
+attn::StepInfo info();
+}
 
 namespace attn {
 
@@ -35,6 +38,11 @@ inline StepInfo step0_info() {
 
 inline std::vector<StepInfo> kernel_steps() {
   return {step1::info(), step2::info(), step3::info(), step4::info(), step5::info()};
+}
+
+// The backward steps (StepInfo::backward): step 6, checked against the FP64 gradients.
+inline std::vector<StepInfo> backward_steps() {
+  return {step6::info()};
 }
 
 }  // namespace attn

@@ -23,6 +23,9 @@
 namespace step1::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step6::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step2::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -143,6 +146,9 @@ std::string line_of(const std::string& file, const std::string& text) {
 
 TEST_CASE("instrumented step1 passes the matrix with no access reported", "[instrumented]") {
   run_matrix({.name = "step1_naive", .cpu = &step1::counted::run}, "forward");
+}
+TEST_CASE("instrumented step6 passes the matrix with no access reported", "[instrumented]") {
+  run_matrix({.name = "step6_backward", .cpu = &step6::counted::run, .backward = true}, "random:5");
 }
 TEST_CASE("instrumented step2 passes the matrix with no access reported", "[instrumented]") {
   run_matrix({.name = "step2_tiled", .cpu = &step2::counted::run, .head_dims = kHeadDims},

@@ -53,7 +53,11 @@ void run_matrix(const attn::StepInfo& step, const std::string& backend, const st
 }
 
 const attn::StepInfo& step_named(const std::string& name) {
-  static const std::vector<attn::StepInfo> steps = attn_test::kernel_steps();
+  static const std::vector<attn::StepInfo> steps = [] {
+    std::vector<attn::StepInfo> all = attn_test::kernel_steps();
+    for (attn::StepInfo& s : attn::backward_steps()) all.push_back(std::move(s));
+    return all;
+  }();
   for (const auto& s : steps)
     if (s.name == name) return s;
   throw std::runtime_error("no step " + name);
@@ -82,6 +86,8 @@ STEP_MATRIX_TESTS("step1_naive")
 STEP_MATRIX_TESTS("step2_tiled")
 STEP_MATRIX_TESTS("step3_fused")
 STEP_MATRIX_TESTS("step4_tensorcore")
+// The backward: dQ, dK and dV against the FP64 gradients (check_gradients), on the same matrix.
+STEP_MATRIX_TESTS("step6_backward")
 
 // A step with kernel variants runs the matrix for each of them, named explicitly, under every
 // schedule (a producer/consumer kernel is where the order of the warps matters most).
