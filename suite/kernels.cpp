@@ -21,6 +21,7 @@ const std::vector<attn::StepInfo>& all_steps() {
   static const std::vector<attn::StepInfo> steps = [] {
     std::vector<attn::StepInfo> s = {attn::step0_info()};
     for (attn::StepInfo& k : attn::kernel_steps()) s.push_back(std::move(k));
+    for (attn::StepInfo& k : attn::backward_steps()) s.push_back(std::move(k));
 #if ATTN_HAVE_GPU
     s.push_back(baseline_cublas::info());
 #endif

@@ -67,6 +67,9 @@ int time(const TimeArgs& args) {
   std::vector<attn::Problem> shapes;
   try {
     ks = kernels(args.kernel_sets);
+    // The ladder and its chart are the forward pass's, beside SDPA's forward: step 6's backward is
+    // checked (attn_suite check), not timed here.
+    std::erase_if(ks, [](const Kernel& k) { return k.step->backward; });
     shapes = read_shapes(args.shapes);
     if (const std::string why = backend_unavailable(args.backend); !why.empty())
       throw std::invalid_argument(why);
