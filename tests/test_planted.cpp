@@ -1,7 +1,7 @@
-// Copies of steps 4 and 5 with one planted bug each (tests/CMakeLists.txt: attn_planted_copy),
-// built for bf16 at head dim 64: the tests that exist for these bugs must catch them. The bugs
-// pass the test matrix; only rows that end on a tile boundary (tests/boundary.h) or the backend's
-// ordering checks see them.
+// Copies of steps 4, 5 and 6 with one planted bug each (tests/CMakeLists.txt: attn_planted_copy),
+// built for bf16 at head dim 64: the tests that exist for these bugs must catch them. Steps 4 and
+// 5's pass the test matrix; only rows that end on a tile boundary (tests/boundary.h) or the
+// backend's ordering checks see them. Step 6's are the gradient check's to see.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -34,6 +34,16 @@ void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 namespace step5_wrong_stage::cpu {  // S = Q K^T from the slot after the tile's
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+
+namespace step6::cpu {  // the step itself, for contrast
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step6_no_delta::cpu {  // dS = P * dP: D_i left out
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step6_unmasked::cpu {  // every key of the batch seen by every row
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 
 namespace {
@@ -166,4 +176,27 @@ TEST_CASE("a Hopper consumer reading the wrong ring slot is reported at its wgmm
                          Catch::Contains("which has not landed")));
     }
   }
+}
+
+TEST_CASE("step 6 without D_i, or without its causal mask, fails the gradient check", "[planted]") {
+  // bf16, D = 64 (the planted copies' one shape); GQA and causal, with Sq != Sk.
+  const attn::Problem p = attn_test::make(1, 4, 2, 17, 23, 64, attn::DType::bf16, true);
+  auto run = [&](attn::StepFn fn) {
+    attn::Options o;
+    o.problem = p;
+    o.iters = 0;
+    o.warmup = 0;
+    o.backend = "cpu";
+    return attn::run_step({.name = "step6 (planted)", .cpu = fn, .backward = true}, o);
+  };
+  attn::RunOutcome r = run(&step6::cpu::run);
+  CHECK(r.exit_code == 0);
+  r = run(&step6_no_delta::cpu::run);
+  INFO(r.row.check.first_failure);
+  CHECK(r.exit_code == 1);
+  CHECK(r.row.check.first_failure.rfind("dQ[", 0) == 0);  // dQ first, the worst element named
+  r = run(&step6_unmasked::cpu::run);
+  INFO(r.row.check.first_failure);
+  CHECK(r.exit_code == 1);
+  CHECK(r.row.check.first_failure.rfind("dQ[", 0) == 0);
 }
