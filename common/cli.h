@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/problem.h"
+#include "common/reference.h"
 
 namespace attn {
 
@@ -46,6 +47,10 @@ struct Options {
   // and O and LSE kept in RunOutcome.
   const HostInputs* inputs = nullptr;
   bool keep_outputs = false;
+  // A backward step's (StepInfo::backward) from the same caller: dO and the forward's O and LSE
+  // (common/reference.h; refused if dO or O hold NaN or Inf, or LSE NaN or +Inf), instead of dO
+  // drawn and O and LSE from the FP64 forward; with keep_outputs, dQ, dK and dV are kept.
+  const BackwardInputs* backward_inputs = nullptr;
   // For a caller whose arrays are on the GPU already (the binding's CUDA arrays): the step reads
   // Q, K, V and writes O, LSE in place at these device addresses (AttentionParams' layouts, on
   // gpu_device), launched once on `stream` (a cudaStream_t) and not waited for. Nothing is copied

@@ -316,10 +316,29 @@ class DeviceBackward {
   RunContext::BackwardTensors tensors_{};
 };
 
-// What a backward step reads besides Q, K and V (make_dout, and the forward's O and LSE from the
-// FP64 forward), and, when the run is checked, the FP64 gradients it is checked against.
-BackwardInputs backward_inputs_for(const Problem& p, const HostInputs& in, bool check,
-                                   ReferenceGrads& ref) {
+// Why the caller's backward inputs cannot run ("" if they can): NaN or Inf in dO or O, NaN or +Inf
+// in LSE (-inf is a row that sees no key).
+std::string check_finite(const Problem& p, const BackwardInputs& b) {
+  for (const auto& named : {std::pair{"dout", &b.dout}, {"o", &b.o}})
+    for (size_t x = 0; x < named.second->size(); ++x)
+      if (!std::isfinite(from_bits((*named.second)[x], p.dtype)))
+        return std::string("tensor '") + named.first + "' holds NaN or Inf (first at flat index " +
+               std::to_string(x) + ")";
+  for (size_t x = 0; x < b.lse.size(); ++x)
+    if (std::isnan(b.lse[x]) || b.lse[x] == INFINITY)
+      return "tensor 'lse' holds NaN or +Inf (first at flat index " + std::to_string(x) + ")";
+  return "";
+}
+
+// What a backward step reads besides Q, K and V: the caller's (`given`), or dO drawn (make_dout)
+// and the forward's O and LSE from the FP64 forward; and, when the run is checked, the FP64
+// gradients it is checked against.
+BackwardInputs backward_inputs_for(const Problem& p, const HostInputs& in,
+                                   const BackwardInputs* given, bool check, ReferenceGrads& ref) {
+  if (given != nullptr) {
+    if (check) ref = reference_backward(p, widen(p, in), widen(given->dout, p.dtype));
+    return *given;
+  }
   std::vector<Bits16> dout = make_dout(p);
   if (check) {
     ref = reference_backward(p, widen(p, in), widen(dout, p.dtype));
@@ -563,12 +582,13 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     throw std::logic_error(
         "run_step: device arrays run once (iters 0), on the GPU or in host memory on the CPU "
         "backend, with nothing saved, counted or instrumented");
-  if (step.backward && (opt.device_arrays != nullptr || !opt.save.empty() || opt.keep_outputs))
-    return invalid(step.name + ": " +
-                   (opt.save.empty() ? std::string("the caller's arrays and kept outputs")
-                                     : "--save " + opt.save) +
-                   ": the backward pass takes its own inputs and returns its gradients to the "
-                   "check only, for now");
+  if (step.backward && (opt.device_arrays != nullptr || !opt.save.empty()))
+    return invalid(
+        step.name + ": " +
+        (opt.save.empty() ? std::string("the caller's device arrays") : "--save " + opt.save) +
+        ": not for the backward pass yet (host arrays only, and nothing saved)");
+  if (opt.backward_inputs != nullptr && !step.backward)
+    throw std::logic_error("run_step: backward inputs given to a forward step");
   // Notes go out at once when there is somewhere to print them, else with the outcome.
   auto note = [&](const std::string& line) {
     if (opt.notice)
@@ -637,7 +657,10 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     ReferenceGrads grads_ref;
     BackwardInputs bin;
     if (step.backward) {
-      bin = backward_inputs_for(p, in, opt.check, grads_ref);
+      if (opt.backward_inputs != nullptr)
+        if (std::string why = check_finite(p, *opt.backward_inputs); !why.empty())
+          return invalid(step.name + ": " + why);
+      bin = backward_inputs_for(p, in, opt.backward_inputs, opt.check, grads_ref);
       bwd = std::make_unique<DeviceBackward>(*be, p, *dev, bin);
       ctx.backward = bwd->tensors();
       row.backward = true;
@@ -678,15 +701,21 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       checked_ms = be->time_ms([&] { run(params, ctx); });
     }
     ctx.verify = false;
+    if (step.backward && (opt.check || opt.keep_outputs)) {
+      Gradients got = bwd->download();
+      if (opt.check) {
+        row.checked = true;
+        row.grads =
+            check_gradients(p, got, grads_ref, reference_backward_dtype(p, in, bin.dout, bin.o));
+      }
+      if (opt.keep_outputs) out.grads = std::move(got);
+    }
     if (step.backward && opt.check) {
-      row.checked = true;
-      row.grads = check_gradients(p, bwd->download(), grads_ref,
-                                  reference_backward_dtype(p, in, bin.dout, bin.o));
       row.check.passed = row.grads.passed;
       row.check.first_failure = row.grads.first_failure;
       for (const GradientCheck::Tensor& t : row.grads.tensors)
         row.check.max_abs_err = std::max(row.check.max_abs_err, t.max_err);
-    } else if (opt.check || !opt.save.empty() || opt.keep_outputs) {
+    } else if (!step.backward && (opt.check || !opt.save.empty() || opt.keep_outputs)) {
       std::vector<Bits16> o;
       std::vector<float> lse;
       dev->download(o, lse);

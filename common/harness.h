@@ -141,6 +141,7 @@ struct RunOutcome {
   ResultRow row;
   std::vector<Bits16> o;  // Options::keep_outputs: O and LSE, layouts as in AttentionParams
   std::vector<float> lse;
+  Gradients grads;  // Options::keep_outputs of a backward step: dQ, dK and dV
 };
 
 // Everything step_main does except parsing the command line and printing; tests call this.

@@ -6,11 +6,12 @@ q is (batch, heads, seqlen_q, head_dim), k and v (batch, heads_kv, seqlen_k, hea
 layout of torch.nn.functional.scaled_dot_product_attention; any DLPack array (NumPy, PyTorch,
 JAX). Host arrays run on the CPU backend (the kernels executed by the project's SIMT emulator);
 PyTorch and CuPy CUDA arrays run on their GPU in place, on the framework's current stream.
-`flashsteps.benchmark(...)` times a step beside SDPA's backends on the GPU. `python -m flashsteps
---help` lists the steps and their rungs.
+`flashsteps.attention_backward(q, k, v, o, lse, dout)` returns dQ, dK and dV by step 6 (host
+arrays). `flashsteps.benchmark(...)` times a step beside SDPA's backends on the GPU.
+`python -m flashsteps --help` lists the steps and their rungs.
 """
 
-from ._attention import attention, steps
+from ._attention import attention, attention_backward, steps
 from ._benchmark import benchmark
 from . import _core
 
@@ -21,4 +22,5 @@ cuda_architectures: list[str] = [f"sm_{a}" for a in _core.cuda_architectures.spl
 """The GPU architectures this build holds code for, e.g. ['sm_75', ..., 'sm_120'] (steps 4 and 5
 from sm_80 on: docs/gpus.md); empty without the CUDA toolkit."""
 
-__all__ = ["attention", "benchmark", "steps", "gpu_built", "cuda_architectures"]
+__all__ = ["attention", "attention_backward", "benchmark", "steps", "gpu_built",
+           "cuda_architectures"]

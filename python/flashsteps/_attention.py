@@ -201,6 +201,58 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
     return o, lse
 
 
+def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
+                       step: str | int = "step6_backward", *, causal: bool = False,
+                       scale: float | None = None, seqlens_q: Sequence[int] | None = None,
+                       seqlens_k: Sequence[int] | None = None, dropout: float = 0.0,
+                       seed: int = 0, dtype: str | None = None, schedule: str = "forward",
+                       check: bool = False) -> tuple[Any, Any, Any]:
+    """dQ, dK and dV of attention for the upstream gradient dout, by a backward step (step 6).
+
+    q, k, v as for flashsteps.attention; o and lse the forward's outputs for them (what
+    flashsteps.attention returned, with the same causal, scale, seqlens, dropout and seed), and
+    dout the gradient of the loss with respect to o: o and dout of q's shape and dtype, lse
+    float32 (batch, heads, seqlen_q). Host arrays (NumPy, PyTorch CPU tensors, JAX), run on the
+    CPU backend; CUDA arrays are not taken yet. step: 'step6_backward' or 6. check: also compare
+    dQ, dK and dV with the FP64 gradients (the gate of docs/architecture.md; RuntimeError if it
+    fails).
+
+    Returns (dq, dk, dv) in q's framework and dtype (float32 for float32/float64 inputs), of q's,
+    k's and v's shapes; dk and dv sum over the query heads of each key/value head's group (GQA).
+    Raises ValueError for invalid input (a missing o, lse or dout included), TypeError for an
+    argument of the wrong kind, MemoryError for a problem that does not fit, RuntimeError for a
+    failed check, KeyboardInterrupt on Ctrl-C.
+    """
+    arrays = {"q": q, "k": k, "v": v}
+    for name, a in {"o": o, "lse": lse, "dout": dout}.items():
+        if a is None:
+            raise ValueError(f"{name} is missing: the backward reads the forward's o and lse and "
+                             "the upstream gradient dout")
+        arrays[name] = a
+    for name, a in arrays.items():
+        kind, index = _device(name, a)
+        if kind != _DLPACK_CPU:
+            raise ValueError(f"{name} is on {_device_name((kind, index))}: the backward takes host "
+                             "arrays only, for now")
+    if type(q).__module__.startswith("torch"):
+        arrays = {n: a.detach() for n, a in arrays.items()}  # DLPack exports no autograd graph
+    step, rung = _step_and_rung(step, None)
+    if rung is not None:
+        raise ValueError(f"step={step!r}: the backward step has no rungs to choose yet")
+    seed = operator.index(seed)
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed={seed}: must be in [0, 2^64)")
+    dq, dk, dv, _row, _notes = _core.backward(
+        step, arrays["q"], arrays["k"], arrays["v"], arrays["o"], arrays["lse"], arrays["dout"],
+        dtype=_text("dtype", dtype), causal=_flag("causal", causal),
+        scale=None if scale is None else _real("scale", scale),
+        seqlens_q=_lengths("seqlens_q", seqlens_q), seqlens_k=_lengths("seqlens_k", seqlens_k),
+        dropout=_real("dropout", dropout), seed=seed,
+        schedule=_text("schedule", schedule, allow_none=False), check=_flag("check", check),
+        handle_sigint=threading.current_thread() is threading.main_thread())
+    return _like(q, dq), _like(k, dk), _like(v, dv)
+
+
 def _device_name(device: tuple[int, int]) -> str:
     names = {_DLPACK_CPU: "cpu", _DLPACK_CUDA: "cuda", 3: "cuda (pinned host)", 4: "OpenCL",
              7: "Vulkan", 8: "Metal", 10: "ROCm", 13: "cuda (managed)", 14: "oneAPI"}

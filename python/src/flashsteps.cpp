@@ -37,6 +37,7 @@ const std::vector<attn::StepInfo>& all_steps() {
   static const std::vector<attn::StepInfo> steps = [] {
     std::vector<attn::StepInfo> all = {attn::step0_info()};
     for (attn::StepInfo& s : attn::kernel_steps()) all.push_back(std::move(s));
+    for (attn::StepInfo& s : attn::backward_steps()) all.push_back(std::move(s));
     return all;
   }();
   return steps;
@@ -64,6 +65,7 @@ nb::list steps() {
     d["configs"] = configs;
     d["min_arch"] = s.min_arch;
     d["counted"] = s.counted != nullptr;
+    d["backward"] = s.backward;
     std::vector<std::pair<std::string, std::string>> rungs;
     for (const auto& r : s.rungs) rungs.emplace_back(r.name, r.idea);
     d["rungs"] = rungs;
@@ -322,6 +324,11 @@ nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
               const std::optional<std::string>& tuned_table, bool check, bool counters,
               const std::optional<std::string>& model_gpu, bool handle_sigint) {
   const attn::StepInfo& step = find_step(step_name);
+  if (step.backward)
+    throw nb::value_error((step.name +
+                           " is the backward pass: flashsteps.attention_backward runs it, on the "
+                           "forward's outputs")
+                              .c_str());
   for (auto [name, a] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}})
     if (a->device_type() != nb::device::cpu::value)
       throw nb::value_error((std::string(name) +
@@ -371,6 +378,116 @@ nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
   nb::ndarray<nb::numpy, float> o_array(o_owner.data(), 4, o_shape, o_owner);
   nb::ndarray<nb::numpy, float> lse_array(lse_owner.data(), 3, lse_shape, lse_owner);
   return nb::make_tuple(o_array, lse_array, row_of(r), r.message);
+}
+
+// An array of the backward's beside q: in host memory, of `shape`, and of q's kind (the same 16-bit
+// type, or float32/float64, rounded to the kernels' dtype); lse float32 alone.
+void check_beside(const char* name, const nb::ndarray<nb::ro>& a, const std::vector<size_t>& shape,
+                  const nb::ndarray<nb::ro>& q, bool fp32_only) {
+  if (a.device_type() != nb::device::cpu::value)
+    throw nb::value_error((std::string(name) + ": the array must be in host memory").c_str());
+  bool same = a.ndim() == shape.size();
+  for (size_t i = 0; same && i < shape.size(); ++i) same = a.shape(i) == shape[i];
+  if (!same) {
+    std::string want = "(";
+    for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+    throw nb::value_error((std::string(name) + " has shape " + shape_of(a) + ": expected " + want +
+                           (shape.size() == 4 ? ")" : "), float32: the forward's LSE"))
+                              .c_str());
+  }
+  const nb::dlpack::dtype t = a.dtype(), tq = q.dtype();
+  const bool is_fp32 =
+      t.lanes == 1 && t.code == uint8_t(nb::dlpack::dtype_code::Float) && t.bits == 32;
+  if (fp32_only ? !is_fp32 : !(t.lanes == 1 && t.code == tq.code && t.bits == tq.bits))
+    throw nb::value_error(
+        (std::string(name) + ": expected " +
+         (fp32_only ? std::string("float32 (the forward's LSE)") : "the dtype of q"))
+            .c_str());
+}
+
+nb::tuple backward(const std::string& step_name, const nb::ndarray<nb::ro>& q,
+                   const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
+                   const std::optional<nb::ndarray<nb::ro>>& o,
+                   const std::optional<nb::ndarray<nb::ro>>& lse,
+                   const std::optional<nb::ndarray<nb::ro>>& dout,
+                   const std::optional<std::string>& dtype, bool causal, std::optional<float> scale,
+                   std::optional<std::vector<int>> seqlens_q,
+                   std::optional<std::vector<int>> seqlens_k, float dropout, uint64_t seed,
+                   const std::string& schedule, bool check, bool handle_sigint) {
+  const attn::StepInfo& step = find_step(step_name);
+  if (!step.backward)
+    throw nb::value_error((step.name + " is a forward step: flashsteps.attention runs it").c_str());
+  for (auto [name, a] : {std::pair{"o", &o}, {"lse", &lse}, {"dout", &dout}})
+    if (!a->has_value())
+      throw nb::value_error((step.name + ": " + name +
+                             " is missing: the backward reads the forward's O and LSE and the "
+                             "upstream gradient dO")
+                                .c_str());
+  for (auto [name, a] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}})
+    if (a->device_type() != nb::device::cpu::value)
+      throw nb::value_error((std::string(name) +
+                             ": the array must be in host memory (the backward takes no CUDA "
+                             "arrays yet)")
+                                .c_str());
+  attn::Options opt = options_for(step, q, k, v,
+                                  {dtype, causal, scale, std::move(seqlens_q), std::move(seqlens_k),
+                                   dropout, seed, std::nullopt, std::nullopt, "cpu", 0, schedule,
+                                   std::nullopt, std::nullopt, check, false, std::nullopt});
+  const attn::Problem& p = opt.problem;
+  const std::vector<size_t> q_shape = {q.shape(0), q.shape(1), q.shape(2), q.shape(3)};
+  check_beside("o", *o, q_shape, q, false);
+  check_beside("dout", *dout, q_shape, q, false);
+  check_beside("lse", *lse, {q.shape(0), q.shape(1), q.shape(2)}, q, true);
+  opt.keep_outputs = true;
+  opt.interrupt = &g_interrupt;
+
+  attn::HostInputs in;
+  attn::BackwardInputs given;
+  try {
+    in.q = bits_of("q", q, p.dtype);
+    in.k = bits_of("k", k, p.dtype);
+    in.v = bits_of("v", v, p.dtype);
+    given.o = bits_of("o", *o, p.dtype);
+    given.dout = bits_of("dout", *dout, p.dtype);
+    attn::host_resize(given.lse, p.lse_elements(), "lse (host copy)");
+    const nb::ndarray<nb::ro>& l = *lse;
+    size_t x = 0;
+    for (size_t i0 = 0; i0 < l.shape(0); ++i0)
+      for (size_t i1 = 0; i1 < l.shape(1); ++i1)
+        for (size_t i2 = 0; i2 < l.shape(2); ++i2, ++x)
+          std::memcpy(&given.lse[x],
+                      static_cast<const unsigned char*>(l.data()) +
+                          4 * (int64_t(i0) * l.stride(0) + int64_t(i1) * l.stride(1) +
+                               int64_t(i2) * l.stride(2)),
+                      4);
+  } catch (const attn::OutOfMemory& e) {
+    raise(PyExc_MemoryError, step.name + ": " + e.what());
+  }
+  opt.inputs = &in;
+  opt.backward_inputs = &given;
+
+  attn::RunOutcome r;
+  {
+    nb::gil_scoped_release no_gil;
+    std::lock_guard lock(g_run_mutex);
+    SigintToInterrupt sigint(handle_sigint);
+    r = attn::run_step(step, opt);
+  }
+  raise_for(step, r, handle_sigint);
+
+  // dQ, dK and dV as float32 (every fp16 and bf16 value is one exactly).
+  auto as_float = [&](const std::vector<attn::Bits16>& g, size_t heads, size_t rows) {
+    auto data = std::make_unique<float[]>(g.size());
+    for (size_t x = 0; x < g.size(); ++x) data[x] = attn::from_bits(g[x], p.dtype);
+    nb::capsule owner(data.release(),
+                      [](void* ptr) noexcept { delete[] static_cast<float*>(ptr); });
+    const size_t shape[4] = {size_t(p.batch), heads, rows, size_t(p.dim)};
+    return nb::ndarray<nb::numpy, float>(owner.data(), 4, shape, owner);
+  };
+  return nb::make_tuple(as_float(r.grads.dq, size_t(p.heads), size_t(p.seqlen_q)),
+                        as_float(r.grads.dk, size_t(p.kv_heads()), size_t(p.seqlen_k)),
+                        as_float(r.grads.dv, size_t(p.kv_heads()), size_t(p.seqlen_k)), row_of(r),
+                        r.message);
 }
 
 // A CUDA array as the kernels take it in place: the expected shape, on q's device, C-contiguous
@@ -488,6 +605,18 @@ NB_MODULE(_core, m) {
         "fields (str), notes the harness's notes. Raises ValueError for invalid input, "
         "MemoryError for a problem that does not fit, RuntimeError for a failed check or a "
         "fault, KeyboardInterrupt when handle_sigint and Ctrl-C stops the run.");
+  m.def("backward", &backward, nb::arg("step"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
+        nb::arg("o").none(), nb::arg("lse").none(), nb::arg("dout").none(), nb::kw_only(),
+        nb::arg("dtype").none() = nb::none(), nb::arg("causal") = false,
+        nb::arg("scale").none() = nb::none(), nb::arg("seqlens_q").none() = nb::none(),
+        nb::arg("seqlens_k").none() = nb::none(), nb::arg("dropout") = 0.0f, nb::arg("seed") = 0,
+        nb::arg("schedule") = "forward", nb::arg("check") = false, nb::arg("handle_sigint") = false,
+        "Runs a backward step on host arrays q (B, H, Sq, D), k and v (B, Hkv, Sk, D), the "
+        "forward's o (B, H, Sq, D) and lse (B, H, Sq, float32), and the upstream gradient dout "
+        "(B, H, Sq, D). Returns (dq, dk, dv, row, notes): float32 arrays of q's, k's and v's "
+        "shapes, the result row's CSV fields and the harness's notes. Raises ValueError for "
+        "invalid input, MemoryError for a problem that does not fit, RuntimeError for a failed "
+        "check.");
   m.def("run_cuda", &run_cuda, nb::arg("step"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
         nb::arg("o").noconvert(), nb::arg("lse").noconvert(), nb::kw_only(), nb::arg("stream"),
         nb::arg("dtype").none() = nb::none(), nb::arg("causal") = false,

@@ -112,3 +112,35 @@ def gate(o, lse, ref_o, ref_lse, dtype):
         at = tuple(int(x) for x in np.argwhere(bad)[0])
         return f"LSE{list(at)} = {lse[at]!r}, reference {ref_lse[at]!r}"
     return None
+
+
+def attention_backward(q, k, v, dout, causal=False, seqlens_q=None, seqlens_k=None, scale=None,
+                       dropout=0.0, seed=0):
+    """dQ, dK and dV in float64: the gradients of sum(dout * O) with respect to float64 q, k and
+    v, O as attention() computes it (dK and dV summed over each key/value head's query heads)."""
+    B, H, Sq, D = q.shape
+    Hkv, Sk = k.shape[1], k.shape[2]
+    scale = float(np.float32(1) / np.sqrt(np.float32(D)) if scale is None else np.float32(scale))
+    dq, dk, dv = np.zeros(q.shape), np.zeros(k.shape), np.zeros(v.shape)
+    i = np.arange(Sq)[:, None]
+    j = np.arange(Sk)[None, :]
+    for b in range(B):
+        lq = Sq if seqlens_q is None else seqlens_q[b]
+        lk = Sk if seqlens_k is None else seqlens_k[b]
+        visible = (i < lq) & (j < lk)
+        if causal:
+            visible &= j <= i + (lk - lq)
+        rows = visible.any(axis=1)
+        for h in range(H):
+            kh = h // (H // Hkv)
+            s = np.where(visible, scale * (q[b, h] @ k[b, kh].T), -np.inf)
+            m = np.where(rows, s.max(axis=1), 0.0)
+            e = np.exp(s - m[:, None])
+            p = np.divide(e, e.sum(axis=1)[:, None], out=np.zeros_like(e), where=rows[:, None])
+            z = dropout_factor(dropout, seed, b, h, Sq, Sk) if dropout > 0 else np.ones_like(p)
+            dp = (dout[b, h] @ v[b, kh].T) * z
+            ds = p * (dp - (p * dp).sum(axis=1)[:, None])
+            dq[b, h] = scale * ds @ k[b, kh]
+            dk[b, kh] += scale * ds.T @ q[b, h]
+            dv[b, kh] += (p * z).T @ dout[b, h]
+    return dq, dk, dv

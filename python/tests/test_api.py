@@ -361,3 +361,51 @@ def test_type_stubs_and_docstrings():
     assert os.path.exists(os.path.join(PACKAGE_DIR, "py.typed"))
     for word in ("seqlens_q", "dropout", "rung", "counters", "MemoryError", "KeyboardInterrupt"):
         assert word in flashsteps.attention.__doc__
+
+
+def test_the_backward_gives_the_gradients():
+    """Step 6 on the forward's own outputs: dQ, dK and dV near the NumPy float64 gradients and
+    within the harness's gate (check=True), with GQA, causal Sq != Sk, per-batch lengths and
+    dropout; float32 inputs rounded to bf16 come back float32."""
+    kw = dict(causal=True, seqlens_q=[17, 9], seqlens_k=[23, 11], dropout=0.2, seed=3)
+    for dtype in ("fp16", "bf16"):
+        rng = np.random.default_rng(7)
+        q, k, v = inputs(rng, 2, 4, 2, 17, 23, 64)
+        dout = rng.uniform(-1, 1, q.shape)
+        if dtype == "fp16":
+            q, k, v, dout = (x.astype(np.float16) for x in (q, k, v, dout))
+            args = {}
+        else:
+            q, k, v, dout = (reference.round_to(x, "bf16").astype(np.float32)
+                             for x in (q, k, v, dout))
+            args = dict(dtype="bf16")
+        o, lse = flashsteps.attention(q, k, v, step=3, **kw, **args)
+        dq, dk, dv = flashsteps.attention_backward(q, k, v, o, lse, dout, step=6, check=True,
+                                                   **kw, **args)
+        assert dq.dtype == q.dtype and dk.shape == k.shape and dv.shape == v.shape
+        want = reference.attention_backward(*(np.asarray(x, np.float64) for x in (q, k, v, dout)),
+                                            **kw)
+        for name, got, ref in zip(("dq", "dk", "dv"), (dq, dk, dv), want):
+            err = np.abs(np.asarray(got, np.float64) - ref).max()
+            assert err <= 0.02 * np.abs(ref).max(), (dtype, name, err, np.abs(ref).max())
+
+
+def test_the_backwards_bad_input():
+    q, k, v = fp16(Sq=9, Sk=12)
+    o, lse = flashsteps.attention(q, k, v, step=1)
+    dout = np.ones_like(q)
+    back = flashsteps.attention_backward
+    for o_, lse_, dout_, message in [
+            (None, lse, dout, "o is missing"),
+            (o, None, dout, "lse is missing"),
+            (o, lse, dout[:, :, :3], r"dout has shape \(1, 2, 3, 64\): expected \(1, 2, 9, 64\)"),
+            (o, lse.astype(np.float16), dout, "lse: expected float32"),
+            (o.astype(np.float32), lse, dout, "o: expected the dtype of q"),
+            (o, lse[:, :1], dout, r"lse has shape \(1, 1, 9\): expected \(1, 2, 9\)"),
+            (o, lse, np.full_like(dout, np.nan), "tensor 'dout' holds NaN or Inf")]:
+        with pytest.raises(ValueError, match=message):
+            back(q, k, v, o_, lse_, dout_)
+    with pytest.raises(ValueError, match="step1_naive is a forward step"):
+        back(q, k, v, o, lse, dout, step=1)
+    with pytest.raises(ValueError, match="step6_backward is the backward pass"):
+        flashsteps.attention(q, k, v, step=6)
