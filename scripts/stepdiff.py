@@ -8,7 +8,7 @@
     scripts/stepdiff.py --list                       # every step and rung, in course order
     scripts/stepdiff.py --sizes                      # each neighbouring diff's changed code lines
 
-A step is a number (0-5), `stepN`, or its directory name; step 5's kernels are `step5:sm80`
+A step is a number (0-6), `stepN`, or its directory name; step 5's kernels are `step5:sm80`
 (the default) and `step5:sm90a`. A step whose lesson is a ladder has rungs, `4.1` .. `4.11` (or
 by name, `4.swizzle`): each a complete kernel, one idea more than the rung before; the last
 rung is the step's own kernel (`4` = `4.11`). Step 5's ladder leads from its sm80 kernel to its
@@ -41,7 +41,7 @@ import markers
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ["step0_reference", "step1_naive", "step2_tiled", "step3_fused", "step4_tensorcore",
-         "step5_warpspecialized"]
+         "step5_warpspecialized", "step6_backward"]
 # step -> {variant: kernel file}; the first variant is the default.
 KERNELS = {name: {"": "attention.cu"} for name in STEPS[1:]}
 KERNELS["step0_reference"] = {"": "streaming.cpp"}
@@ -122,7 +122,7 @@ def resolve(text):
             fail(f"{matches[0]} has no rung '{rung}' (rungs: {known})")
         return matches[0], ladder[index][0], ROOT / matches[0] / ladder[index][1]
     if not matches:
-        fail(f"unknown step '{text}' (0-5, step0..step5, or a step directory such as "
+        fail(f"unknown step '{text}' (0-6, step0..step6, or a step directory such as "
              f"step4_tensorcore)")
     step = matches[0]
     kernels = KERNELS[step]
@@ -283,7 +283,7 @@ def main():
     parser = OneLineParser(description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("a", nargs="?",
-                        help="the earlier step (0-5, stepN, a directory, step5:sm90a, 4.2)")
+                        help="the earlier step (0-6, stepN, a directory, step5:sm90a, 4.2)")
     parser.add_argument("b", nargs="?", help="the later step")
     parser.add_argument("--list", action="store_true",
                         help="every step and rung in course order, one per line")

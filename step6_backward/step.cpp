@@ -3,13 +3,24 @@
 
 namespace step6 {
 ATTN_KERNEL_ENTRIES
+namespace rung1 {
+ATTN_KERNEL_ENTRIES
+}
 
 // Any head dim the reference supports: the kernels loop over D at run time.
 attn::StepInfo info() {
-  return {.name = "step6_backward",
-          .cpu = &cpu::run,
-          .gpu = ATTN_GPU_RUN(gpu::run),
-          .counted = ATTN_COUNTED_RUN(counted::run),
-          .backward = true};
+  attn::StepInfo s{.name = "step6_backward",
+                   .cpu = &cpu::run,
+                   .gpu = ATTN_GPU_RUN(gpu::run),
+                   .counted = ATTN_COUNTED_RUN(counted::run),
+                   .backward = true};
+  // The ladder (README.md, one section per rung): rungN_*.cu, then attention.cu.
+  s.rungs = {
+      ATTN_RUNG("math", "the backward's formulas as four kernels, P and dS in global memory",
+                rung1),
+      {"atomics", "dQ accumulated in FP32 with atomicAdd by the threads that compute dS", &cpu::run,
+       ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
+  };
+  return s;
 }
 }  // namespace step6

@@ -26,6 +26,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step6::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step6::rung1::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step2::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -154,10 +157,12 @@ std::string line_of(const std::string& file, const std::string& text) {
 TEST_CASE("instrumented step1 passes the matrix with no access reported", "[instrumented]") {
   run_matrix({.name = "step1_naive", .cpu = &step1::counted::run}, "forward");
 }
-TEST_CASE("instrumented step6 passes the matrix with no access reported", "[instrumented]") {
-  // Its kernels have no tiles: the long problems are left out (run_matrix).
-  run_matrix({.name = "step6_backward", .cpu = &step6::counted::run, .backward = true}, "random:5",
-             false);
+TEST_CASE("instrumented step6 and its rung pass the matrix with no access reported",
+          "[instrumented]") {
+  // Its kernels have no tiles: the long problems are left out (run_matrix). Its rung 1 too.
+  for (const auto& [name, fn] : {std::pair{"step6_backward", &step6::counted::run},
+                                 {"step6_backward[math]", &step6::rung1::counted::run}})
+    run_matrix({.name = name, .cpu = fn, .backward = true}, "random:5", false);
 }
 TEST_CASE("instrumented step2 passes the matrix with no access reported", "[instrumented]") {
   run_matrix({.name = "step2_tiled", .cpu = &step2::counted::run, .head_dims = kHeadDims},
