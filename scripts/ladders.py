@@ -20,7 +20,8 @@ LADDERS = {
                               ("warpgroups", "rung3_warpgroups.cu"),
                               ("pingpong", "rung4_pingpong.cu"), ("overlap", "rung5_overlap.cu"),
                               ("budget", "attention_sm90a.cu")],
-    "step6_backward": [("math", "rung1_math.cu"), ("atomics", "attention.cu")],
+    "step6_backward": [("math", "rung1_math.cu"), ("atomics", "rung2_atomics.cu"),
+                       ("tiles", "attention.cu")],
 }
 # The variant a ladder leads to (its last rung), for the steps whose ladder starts from another.
 VARIANT = {"step5_warpspecialized": "sm90a"}

@@ -6,6 +6,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung1 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung2 {
+ATTN_KERNEL_ENTRIES
+}
 
 // Any head dim the reference supports: the kernels loop over D at run time.
 attn::StepInfo info() {
@@ -18,8 +21,10 @@ attn::StepInfo info() {
   s.rungs = {
       ATTN_RUNG("math", "the backward's formulas as four kernels, P and dS in global memory",
                 rung1),
-      {"atomics", "dQ accumulated in FP32 with atomicAdd by the threads that compute dS", &cpu::run,
-       ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
+      ATTN_RUNG("atomics", "dQ accumulated in FP32 with atomicAdd by the threads that compute dS",
+                rung2),
+      {"tiles", "a block owns a tile of keys: dK and dV on chip, P and dS in shared memory",
+       &cpu::run, ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
   };
   return s;
 }

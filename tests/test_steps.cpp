@@ -139,6 +139,7 @@ STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm90a")
   }
 
 STEP_RUNG_MATRIX_TESTS("step6_backward", "math")
+STEP_RUNG_MATRIX_TESTS("step6_backward", "atomics")
 STEP_RUNG_MATRIX_TESTS("step2_tiled", "tiles")
 STEP_RUNG_MATRIX_TESTS("step2_tiled", "warps")
 STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "mma")
