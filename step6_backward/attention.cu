@@ -121,6 +121,7 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
   float* delta = ctx.scratch<float>("D", rows);
   float* dq_acc = ctx.scratch<float>("dQ (FP32)", rows * p.dim);
   const unsigned bhk = p.batch * p.heads_kv;
+  ctx.tile = {Br, Bc, 1};  // a query tile, a block's keys, one buffer of them
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     const size_t smem =
         (2 * Bc + 2 * Br) * p.dim * sizeof(T) + (2 * Br * Bc + 2 * Bc * p.dim) * sizeof(float);

@@ -38,7 +38,20 @@ inline attn::RunContext::Tile tile_of(const attn::StepInfo& step, const std::str
   attn::RunContext ctx(*be);
   ctx.variant = variant;
   ctx.config = config;
+  // A backward step's tensors besides (one row: dO, dQ, dK and dV alike), zeroed: only the tile
+  // it reports is wanted.
+  std::vector<void*> grads;
+  for (int t = 0; step.backward && t < 4; ++t) {
+    grads.push_back(be->alloc(size_t(dim) * sizeof(attn::Bits16), "a backward tensor"));
+    be->upload(grads.back(), std::vector<attn::Bits16>(size_t(dim)).data(),
+               size_t(dim) * sizeof(attn::Bits16));
+  }
+  const attn::RunContext::BackwardTensors bt =
+      step.backward ? attn::RunContext::BackwardTensors{grads[0], grads[1], grads[2], grads[3]}
+                    : attn::RunContext::BackwardTensors{};
+  if (step.backward) ctx.backward = &bt;
   step.cpu(dev.params(), ctx);
+  for (void* g : grads) be->release(g);
   return ctx.tile;
 }
 
