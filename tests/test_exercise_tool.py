@@ -17,12 +17,12 @@ def run(*args):
 
 
 class ExerciseTool(unittest.TestCase):
-    def test_at_least_twelve_exercises_over_steps_1_to_5(self):
+    def test_at_least_twelve_exercises_over_steps_1_to_6(self):
         rows = run("list").stdout.splitlines()
         self.assertGreaterEqual(len(rows), 12)
         steps = {row.split()[1] for row in rows}
         self.assertEqual(steps, {"step1_naive", "step2_tiled", "step3_fused",
-                                 "step4_tensorcore", "step5_warpspecialized"})
+                                 "step4_tensorcore", "step5_warpspecialized", "step6_backward"})
 
     def test_every_blank_is_in_its_step_once_and_leaves_it(self):
         for name in exercise.names():
