@@ -278,14 +278,19 @@ class DeviceBackward {
       : be_(be), p_(p) {
     const size_t qo_bytes = p.q_elements() * sizeof(Bits16);
     const size_t kv_bytes = p.kv_elements() * sizeof(Bits16);
-    be.upload(dev.params().o, in.o.data(), qo_bytes);
-    be.upload(dev.params().lse, in.lse.data(), p.lse_elements() * sizeof(float));
-    void* dout = alloc(qo_bytes, "dO");
-    be.upload(dout, in.dout.data(), qo_bytes);
-    tensors_ = {dout, alloc(qo_bytes, "dQ"), alloc(kv_bytes, "dK"), alloc(kv_bytes, "dV")};
-    be.poison(tensors_.dq, qo_bytes);
-    be.poison(tensors_.dk, kv_bytes);
-    be.poison(tensors_.dv, kv_bytes);
+    try {  // what was allocated goes back if a later allocation fails (no destructor runs then)
+      be.upload(dev.params().o, in.o.data(), qo_bytes);
+      be.upload(dev.params().lse, in.lse.data(), p.lse_elements() * sizeof(float));
+      void* dout = alloc(qo_bytes, "dO");
+      be.upload(dout, in.dout.data(), qo_bytes);
+      tensors_ = {dout, alloc(qo_bytes, "dQ"), alloc(kv_bytes, "dK"), alloc(kv_bytes, "dV")};
+      be.poison(tensors_.dq, qo_bytes);
+      be.poison(tensors_.dk, kv_bytes);
+      be.poison(tensors_.dv, kv_bytes);
+    } catch (...) {
+      for (void* ptr : buffers_) be_.release(ptr);
+      throw;
+    }
   }
   ~DeviceBackward() {
     for (void* ptr : buffers_) be_.release(ptr);
@@ -319,14 +324,22 @@ class DeviceBackward {
 // Why the caller's backward inputs cannot run ("" if they can): NaN or Inf in dO or O, NaN or +Inf
 // in LSE (-inf is a row that sees no key).
 std::string check_finite(const Problem& p, const BackwardInputs& b) {
+  if (int64_t(b.dout.size()) != p.q_elements() || int64_t(b.o.size()) != p.q_elements() ||
+      int64_t(b.lse.size()) != p.lse_elements())
+    throw std::logic_error("run_step: backward inputs of another problem's sizes");
   for (const auto& named : {std::pair{"dout", &b.dout}, {"o", &b.o}})
     for (size_t x = 0; x < named.second->size(); ++x)
       if (!std::isfinite(from_bits((*named.second)[x], p.dtype)))
         return std::string("tensor '") + named.first + "' holds NaN or Inf (first at flat index " +
                std::to_string(x) + ")";
-  for (size_t x = 0; x < b.lse.size(); ++x)
+  for (size_t x = 0; x < b.lse.size(); ++x) {
     if (std::isnan(b.lse[x]) || b.lse[x] == INFINITY)
       return "tensor 'lse' holds NaN or +Inf (first at flat index " + std::to_string(x) + ")";
+    const int i = int(x % size_t(p.seqlen_q)), bb = int(x / size_t(p.seqlen_q) / size_t(p.heads));
+    if (b.lse[x] == -INFINITY && p.row_keys_end(bb, i) > 0)  // P = exp(s - LSE) would be inf
+      return "tensor 'lse' is -inf at flat index " + std::to_string(x) +
+             ", a row that sees keys (is it the forward's, with the same mask and lengths?)";
+  }
   return "";
 }
 
@@ -671,8 +684,9 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
         if (progress) progress->rows(done, total);
       };
 
-    if (opt.check && p.flops() > kLongCheckFlops)
-      note("note: the FP64 reference check needs " + std::to_string(int64_t(p.flops() / 1e9)) +
+    const double check_flops = step.backward ? p.backward_flops() : p.flops();
+    if (opt.check && check_flops > kLongCheckFlops)
+      note("note: the FP64 reference check needs " + std::to_string(int64_t(check_flops / 1e9)) +
            " GFLOP on the CPU, which can take minutes; --no-check skips it");
 
     // The checked run: outputs start poisoned, so anything left unwritten is caught. With

@@ -451,6 +451,14 @@ TEST_CASE("the backward's gate passes exact gradients and fails each bug, NaN an
     CHECK(c.first_failure ==
           "dV: 0 elements never written (still the pre-launch poison) and 1 NaN "
           "or Inf (first: dV[b=0,h=0,j=0,d=7] = nan)");
+    // An exact gradient past fp16's range: no limit holds, and the gate says so.
+    if (dtype == attn::DType::fp16) {
+      attn::ReferenceGrads huge = ref;
+      huge.dv[3] = 1e6;
+      const attn::GradientCheck h = attn::check_gradients(p, exact, huge, yard);
+      CHECK_FALSE(h.passed);
+      CHECK(h.first_failure.find("beyond fp16's range") != std::string::npos);
+    }
     broken = exact;
     broken.dk.back() = 0xFFFF;
     c = attn::check_gradients(p, broken, ref, yard);

@@ -238,7 +238,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
         arrays = {n: a.detach() for n, a in arrays.items()}  # DLPack exports no autograd graph
     step, rung = _step_and_rung(step, None)
     if rung is not None:
-        raise ValueError(f"step={step!r}: the backward step has no rungs to choose yet")
+        raise ValueError(f"step={step!r}: attention_backward runs the step's own kernel; its "
+                         "rungs run from the step's executable (--rung)")
     seed = operator.index(seed)
     if not 0 <= seed < 2**64:
         raise ValueError(f"seed={seed}: must be in [0, 2^64)")

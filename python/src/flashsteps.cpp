@@ -396,13 +396,18 @@ void check_beside(const char* name, const nb::ndarray<nb::ro>& a, const std::vec
                               .c_str());
   }
   const nb::dlpack::dtype t = a.dtype(), tq = q.dtype();
-  const bool is_fp32 =
-      t.lanes == 1 && t.code == uint8_t(nb::dlpack::dtype_code::Float) && t.bits == 32;
-  if (fp32_only ? !is_fp32 : !(t.lanes == 1 && t.code == tq.code && t.bits == tq.bits))
-    throw nb::value_error(
-        (std::string(name) + ": expected " +
-         (fp32_only ? std::string("float32 (the forward's LSE)") : "the dtype of q"))
-            .c_str());
+  const bool is_float = t.lanes == 1 && t.code == uint8_t(nb::dlpack::dtype_code::Float);
+  // With float32/float64 q (rounded to `dtype`), o and dout may be either: flashsteps.attention
+  // returns float32 o for float64 q.
+  const bool ok = fp32_only       ? is_float && t.bits == 32
+                  : tq.bits == 16 ? t.lanes == 1 && t.code == tq.code && t.bits == 16
+                                  : is_float && (t.bits == 32 || t.bits == 64);
+  if (!ok)
+    throw nb::value_error((std::string(name) + ": expected " +
+                           (fp32_only       ? std::string("float32 (the forward's LSE)")
+                            : tq.bits == 16 ? "the dtype of q"
+                                            : "float32 or float64, as q"))
+                              .c_str());
 }
 
 nb::tuple backward(const std::string& step_name, const nb::ndarray<nb::ro>& q,

@@ -402,9 +402,16 @@ def test_the_backwards_bad_input():
             (o, lse.astype(np.float16), dout, "lse: expected float32"),
             (o.astype(np.float32), lse, dout, "o: expected the dtype of q"),
             (o, lse[:, :1], dout, r"lse has shape \(1, 1, 9\): expected \(1, 2, 9\)"),
-            (o, lse, np.full_like(dout, np.nan), "tensor 'dout' holds NaN or Inf")]:
+            (o, lse, np.full_like(dout, np.nan), "tensor 'dout' holds NaN or Inf"),
+            (o, np.where(np.arange(9) == 4, -np.inf, lse).astype(np.float32), dout,
+             "tensor 'lse' is -inf at flat index 4, a row that sees keys")]:
         with pytest.raises(ValueError, match=message):
             back(q, k, v, o_, lse_, dout_)
+    # float64 q, k, v and what flashsteps.attention returned for them (float32 o) are taken.
+    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
+    o32, lse32 = flashsteps.attention(q64, k64, v64, step=1, dtype="fp16")
+    dq64 = back(q64, k64, v64, o32, lse32, dout.astype(np.float64), dtype="fp16")[0]
+    assert dq64.shape == q.shape and dq64.dtype == np.float32
     with pytest.raises(ValueError, match="step1_naive is a forward step"):
         back(q, k, v, o, lse, dout, step=1)
     with pytest.raises(ValueError, match="step6_backward is the backward pass"):
