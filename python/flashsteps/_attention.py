@@ -148,6 +148,10 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
     model of it on `model_gpu` (a GPU the model knows, 'H100 SXM' by default; labelled a model,
     not a measurement), as a dict.
 
+    PyTorch host tensors that require grad (with grad enabled) give an o that backpropagates:
+    the backward runs step 6 (attention_backward) on this forward's o and lse; lse has no
+    gradient. CUDA tensors that require grad are refused until step 6 takes CUDA arrays.
+
     Returns (o, lse) in the input's framework and device: o in the input's dtype (float32 for
     float32/float64 inputs), lse float32 (batch, heads, seqlen_q); with counters=True,
     (o, lse, counters). Raises ValueError for invalid input (the step executables' one-line
@@ -165,6 +169,12 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
         raise TypeError("q, k and v must be arrays of one framework; they are "
                         + ", ".join(f"{n}: {type(a).__module__}.{type(a).__name__}"
                                     for n, a in arrays.items()))
+    if kind == _DLPACK_CUDA and type(q).__module__.startswith("torch"):
+        import torch
+        if torch.is_grad_enabled() and any(a.requires_grad for a in arrays.values()):
+            raise ValueError("q, k or v requires grad, and the backward (step 6) takes host "
+                             "tensors only for now: call it under torch.no_grad(), or on CPU "
+                             "tensors")
     if kind == _DLPACK_CUDA:
         _cuda.refuse_unless_supported(q, _device_name((kind, index)), _flag("counters", counters),
                                       _text("schedule", schedule, allow_none=False),
@@ -173,6 +183,15 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
         raise ValueError(f"q is on {_device_name((kind, index))}: only host (CPU) arrays and "
                          "CUDA arrays (PyTorch, CuPy) are supported")
     elif type(q).__module__.startswith("torch"):
+        import torch
+        if torch.is_grad_enabled() and any(a.requires_grad for a in arrays.values()):
+            if counters:
+                raise ValueError("counters=True counts a forward run: call it under "
+                                 "torch.no_grad() (or on tensors that do not require grad)")
+            return _Autograd.apply_to(q, k, v, step, dict(
+                causal=causal, scale=scale, seqlens_q=seqlens_q, seqlens_k=seqlens_k,
+                dropout=dropout, seed=seed, dtype=dtype, schedule=schedule),
+                dict(rung=rung, variant=variant, config=config, check=check))
         arrays = {n: a.detach() for n, a in arrays.items()}  # DLPack exports no autograd graph
     if isinstance(rung, bool) or not isinstance(rung, (str, int, np.integer, type(None))):
         raise TypeError(f"rung must be a name, a number or None, not {rung!r}")
@@ -252,6 +271,40 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
         schedule=_text("schedule", schedule, allow_none=False), check=_flag("check", check),
         handle_sigint=threading.current_thread() is threading.main_thread())
     return _like(q, dq), _like(k, dk), _like(v, dv)
+
+
+class _Autograd:
+    """flashsteps.attention on PyTorch host tensors that require grad: the forward by the chosen
+    step, the backward by step 6 (attention_backward) on the forward's own O and LSE. LSE is an
+    output without a gradient (marked non-differentiable: a loss that uses it gets none through
+    it)."""
+
+    _function = None
+
+    @classmethod
+    def apply_to(cls, q, k, v, step, problem, forward_only):
+        if cls._function is None:
+            import torch
+
+            class Function(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q, k, v, step, problem, forward_only):
+                    o, lse = attention(q.detach(), k.detach(), v.detach(), step, **problem,
+                                       **forward_only)
+                    ctx.save_for_backward(q, k, v, o, lse)
+                    ctx.mark_non_differentiable(lse)
+                    ctx.problem, ctx.check = problem, forward_only["check"]
+                    return o, lse
+
+                @staticmethod
+                def backward(ctx, do, _dlse):
+                    q, k, v, o, lse = ctx.saved_tensors
+                    dq, dk, dv = attention_backward(q.detach(), k.detach(), v.detach(), o, lse,
+                                                    do.contiguous(), check=ctx.check, **ctx.problem)
+                    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None
+
+            cls._function = Function
+        return cls._function.apply(q, k, v, step, problem, forward_only)
 
 
 def _device_name(device: tuple[int, int]) -> str:

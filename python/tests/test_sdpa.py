@@ -36,10 +36,12 @@ def test_step_against_sdpa(step, case):
     q, k, v = ((0.5 + 2 * torch.rand(B, s, h, D, generator=g, dtype=torch.float64) - 1)
                .to(tdt).transpose(1, 2) for h, s in ((H, Sq), (Hkv, Sk), (Hkv, Sk)))
     assert not q.is_contiguous() or Sq == 1  # (a single row is contiguous either way)
-    q.requires_grad_(True)  # a tensor of a model: detached by the binding, not refused
+    q.requires_grad_(True)  # a tensor of a model: o carries its graph (step 6's backward)
     o, lse = flashsteps.attention(q, k, v, step, causal=causal, seqlens_q=lq, seqlens_k=lk,
                                   scale=scale)
     assert isinstance(o, torch.Tensor) and o.dtype == tdt and o.device == q.device
+    assert o.requires_grad and not lse.requires_grad
+    o = o.detach()
     assert lse.dtype == torch.float32 and tuple(lse.shape) == (B, H, Sq)
     # float32 as the steps take it: 1 / sqrt(D) by default.
     scale = float(torch.tensor(D ** -0.5 if scale is None else scale, dtype=torch.float32))
@@ -47,3 +49,33 @@ def test_step_against_sdpa(step, case):
     why = reference.gate(o.double().numpy(), lse.double().numpy(), ref_o.numpy(), ref_lse.numpy(),
                          dtype)
     assert why is None, f"{step}: {why}"
+
+
+@pytest.mark.parametrize("step", ["step1_naive", "step3_fused", "step4_tensorcore"])
+@pytest.mark.parametrize("dtype,causal,Hkv", [("fp16", True, 2), ("bf16", False, 4)])
+def test_gradients_against_sdpa_autograd(step, dtype, causal, Hkv):
+    """flashsteps.attention on tensors that require grad backpropagates through step 6: dQ, dK and
+    dV of a loss on O, against SDPA's autograd in float64 (GQA by repeat_interleave, whose
+    gradient sums each group; Sq = Sk, so SDPA's top-left causal mask is this project's)."""
+    torch = torch_or_skip()
+    tdt = torch.float16 if dtype == "fp16" else torch.bfloat16
+    g = torch.Generator().manual_seed(5)
+    B, H, S, D = 2, 4, 40, 64
+    q, k, v = ((0.5 + 2 * torch.rand(B, h, S, D, generator=g, dtype=torch.float64) - 1)
+               .to(tdt).requires_grad_() for h in (H, Hkv, Hkv))
+    do = (2 * torch.rand(B, H, S, D, generator=g, dtype=torch.float64) - 1).to(tdt)
+    o, _lse = flashsteps.attention(q, k, v, step, causal=causal)
+    (o * do).sum().backward()
+    ref = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    group = H // Hkv
+    o_ref = torch.nn.functional.scaled_dot_product_attention(
+        ref[0], ref[1].repeat_interleave(group, 1), ref[2].repeat_interleave(group, 1),
+        is_causal=causal)
+    (o_ref * do.double()).sum().backward()
+    for name, got, want in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad),
+                               (r.grad for r in ref)):
+        assert got.dtype == tdt and got.shape == want.shape, name
+        err = float((got.double() - want).abs().max())
+        assert err <= 0.02 * float(want.abs().max()), (step, name, err)
+    with pytest.raises(ValueError, match="counters=True counts a forward run"):
+        flashsteps.attention(q, k, v, step, counters=True)
