@@ -16,6 +16,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -307,6 +308,36 @@ void raise_for(const attn::StepInfo& step, const attn::RunOutcome& r, bool handl
           r.row.step + ": check against the FP64 reference FAILED: " + r.row.check.first_failure);
 }
 
+// A run as every entry point makes it: the GIL released, one run at a time, Ctrl-C an interrupt
+// of a CPU-backend run when `handle_sigint`; an outcome that did not pass raised (raise_for).
+attn::RunOutcome run_released(const attn::StepInfo& step, const attn::Options& opt,
+                              bool handle_sigint) {
+  attn::RunOutcome r;
+  {
+    nb::gil_scoped_release no_gil;
+    std::lock_guard lock(g_run_mutex);
+    SigintToInterrupt sigint(handle_sigint);
+    r = attn::run_step(step, opt);
+  }
+  raise_for(step, r, handle_sigint);
+  return r;
+}
+
+// A float32 NumPy array of `shape` that owns `data`.
+nb::ndarray<nb::numpy, float> numpy_array(std::unique_ptr<float[]> data,
+                                          std::initializer_list<size_t> shape) {
+  nb::capsule owner(data.release(), [](void* ptr) noexcept { delete[] static_cast<float*>(ptr); });
+  return nb::ndarray<nb::numpy, float>(owner.data(), shape.size(), shape.begin(), owner);
+}
+
+// 16-bit values as float32 (every fp16 and bf16 value is one exactly), in a NumPy array.
+nb::ndarray<nb::numpy, float> numpy_of_bits(const std::vector<attn::Bits16>& t, attn::DType dtype,
+                                            std::initializer_list<size_t> shape) {
+  auto data = std::make_unique<float[]>(t.size());
+  for (size_t x = 0; x < t.size(); ++x) data[x] = attn::from_bits(t[x], dtype);
+  return numpy_array(std::move(data), shape);
+}
+
 nb::dict row_of(const attn::RunOutcome& r) {
   nb::dict row;
   const std::vector<std::string> fields = attn::csv_fields(r.row);
@@ -353,31 +384,14 @@ nb::tuple run(const std::string& step_name, const nb::ndarray<nb::ro>& q,
   }
   opt.inputs = &in;
 
-  attn::RunOutcome r;
-  {
-    nb::gil_scoped_release no_gil;
-    std::lock_guard lock(g_run_mutex);
-    SigintToInterrupt sigint(handle_sigint);
-    r = attn::run_step(step, opt);
-  }
-  raise_for(step, r, handle_sigint);
+  const attn::RunOutcome r = run_released(step, opt, handle_sigint);
 
-  // O as float32 (every fp16 and bf16 value is one exactly), LSE as it is.
-  const size_t rows = size_t(p.batch) * p.heads * p.seqlen_q;
-  auto o = std::make_unique<float[]>(rows * p.dim);
-  for (size_t x = 0; x < rows * p.dim; ++x) o[x] = attn::from_bits(r.o[x], p.dtype);
-  auto lse = std::make_unique<float[]>(rows);
-  std::memcpy(lse.get(), r.lse.data(), rows * sizeof(float));
-  auto owner = [](std::unique_ptr<float[]>& data) {
-    return nb::capsule(data.release(),
-                       [](void* ptr) noexcept { delete[] static_cast<float*>(ptr); });
-  };
-  nb::capsule o_owner = owner(o), lse_owner = owner(lse);
-  const size_t o_shape[4] = {size_t(p.batch), size_t(p.heads), size_t(p.seqlen_q), size_t(p.dim)};
-  const size_t lse_shape[3] = {size_t(p.batch), size_t(p.heads), size_t(p.seqlen_q)};
-  nb::ndarray<nb::numpy, float> o_array(o_owner.data(), 4, o_shape, o_owner);
-  nb::ndarray<nb::numpy, float> lse_array(lse_owner.data(), 3, lse_shape, lse_owner);
-  return nb::make_tuple(o_array, lse_array, row_of(r), r.message);
+  // O as float32, LSE as it is.
+  const size_t B = size_t(p.batch), H = size_t(p.heads), Sq = size_t(p.seqlen_q);
+  auto lse = std::make_unique<float[]>(B * H * Sq);
+  std::memcpy(lse.get(), r.lse.data(), B * H * Sq * sizeof(float));
+  return nb::make_tuple(numpy_of_bits(r.o, p.dtype, {B, H, Sq, size_t(p.dim)}),
+                        numpy_array(std::move(lse), {B, H, Sq}), row_of(r), r.message);
 }
 
 // An array of the backward's beside q: in host memory, of `shape`, and of q's kind (the same 16-bit
@@ -471,28 +485,14 @@ nb::tuple backward(const std::string& step_name, const nb::ndarray<nb::ro>& q,
   opt.inputs = &in;
   opt.backward_inputs = &given;
 
-  attn::RunOutcome r;
-  {
-    nb::gil_scoped_release no_gil;
-    std::lock_guard lock(g_run_mutex);
-    SigintToInterrupt sigint(handle_sigint);
-    r = attn::run_step(step, opt);
-  }
-  raise_for(step, r, handle_sigint);
+  const attn::RunOutcome r = run_released(step, opt, handle_sigint);
 
-  // dQ, dK and dV as float32 (every fp16 and bf16 value is one exactly).
-  auto as_float = [&](const std::vector<attn::Bits16>& g, size_t heads, size_t rows) {
-    auto data = std::make_unique<float[]>(g.size());
-    for (size_t x = 0; x < g.size(); ++x) data[x] = attn::from_bits(g[x], p.dtype);
-    nb::capsule owner(data.release(),
-                      [](void* ptr) noexcept { delete[] static_cast<float*>(ptr); });
-    const size_t shape[4] = {size_t(p.batch), heads, rows, size_t(p.dim)};
-    return nb::ndarray<nb::numpy, float>(owner.data(), 4, shape, owner);
-  };
-  return nb::make_tuple(as_float(r.grads.dq, size_t(p.heads), size_t(p.seqlen_q)),
-                        as_float(r.grads.dk, size_t(p.kv_heads()), size_t(p.seqlen_k)),
-                        as_float(r.grads.dv, size_t(p.kv_heads()), size_t(p.seqlen_k)), row_of(r),
-                        r.message);
+  const size_t B = size_t(p.batch), D = size_t(p.dim);
+  return nb::make_tuple(
+      numpy_of_bits(r.grads.dq, p.dtype, {B, size_t(p.heads), size_t(p.seqlen_q), D}),
+      numpy_of_bits(r.grads.dk, p.dtype, {B, size_t(p.kv_heads()), size_t(p.seqlen_k), D}),
+      numpy_of_bits(r.grads.dv, p.dtype, {B, size_t(p.kv_heads()), size_t(p.seqlen_k), D}),
+      row_of(r), r.message);
 }
 
 // A CUDA array as the kernels take it in place: the expected shape, on q's device, C-contiguous
@@ -577,13 +577,7 @@ nb::dict run_cuda(const std::string& step_name, const nb::ndarray<nb::ro>& q,
                                            o.data(), lse.data(), reinterpret_cast<void*>(stream)};
   opt.device_arrays = &arrays;
 
-  attn::RunOutcome r;
-  {
-    nb::gil_scoped_release no_gil;
-    std::lock_guard lock(g_run_mutex);
-    r = attn::run_step(step, opt);
-  }
-  raise_for(step, r, false);
+  const attn::RunOutcome r = run_released(step, opt, false);
   return row_of(r);
 }
 
