@@ -15,11 +15,10 @@ except ImportError as e:  # pragma: no cover - a setup problem, said in one line
         f"flashsteps cannot be imported ({e}): build it (scripts/build.sh builds "
         "build/python/flashsteps; run with PYTHONPATH=build/python) or pip install .") from None
 
-# The forward steps (flashsteps.attention), and those with kernels; the backward's
-# (flashsteps.attention_backward) apart.
+# The forward steps (flashsteps.attention), and those with kernels; the backward
+# (flashsteps.attention_backward) is tested apart, in test_api.py and test_sdpa.py.
 STEPS = [s["name"] for s in flashsteps.steps() if not s["backward"]]
 KERNEL_STEPS = [s["name"] for s in flashsteps.steps() if s["kernels"] and not s["backward"]]
-BACKWARD_STEPS = [s["name"] for s in flashsteps.steps() if s["backward"]]
 
 
 def torch_or_skip():

@@ -50,16 +50,14 @@ def round_to(x, dtype):
     return (bits << np.uint64(16)).astype(np.uint32).view(np.float32).astype(np.float64)
 
 
-def attention(q, k, v, causal=False, seqlens_q=None, seqlens_k=None, scale=None, dropout=0.0,
-              seed=0):
-    """O and LSE in float64 from float64 q (B, H, Sq, D), k and v (B, Hkv, Sk, D). Causal masks
-    align bottom-right per batch; a row that sees no key has O = 0 and LSE = -inf."""
+def softmax(q, k, causal=False, seqlens_q=None, seqlens_k=None, scale=None):
+    """For each (b, h): (b, h, its key/value head, P (Sq, Sk) and LSE (Sq,) in float64), from
+    float64 q (B, H, Sq, D) and k (B, Hkv, Sk, D). Causal masks align bottom-right per batch; a
+    row that sees no key has P = 0 and LSE = -inf."""
     B, H, Sq, D = q.shape
     Hkv, Sk = k.shape[1], k.shape[2]
     # float32, as the steps take it: 1 / sqrt(D) by default.
     scale = float(np.float32(1) / np.sqrt(np.float32(D)) if scale is None else np.float32(scale))
-    o = np.zeros((B, H, Sq, D))
-    lse = np.full((B, H, Sq), -np.inf)
     i = np.arange(Sq)[:, None]
     j = np.arange(Sk)[None, :]
     for b in range(B):
@@ -76,10 +74,23 @@ def attention(q, k, v, causal=False, seqlens_q=None, seqlens_k=None, scale=None,
             e = np.exp(s - m[:, None])
             l = e.sum(axis=1)
             pr = np.divide(e, l[:, None], out=np.zeros_like(e), where=rows[:, None])
-            if dropout > 0:
-                pr = pr * dropout_factor(dropout, seed, b, h, Sq, Sk)
-            o[b, h] = pr @ v[b, kh]
-            lse[b, h, rows] = m[rows] + np.log(l[rows])
+            lse = np.full(Sq, -np.inf)
+            lse[rows] = m[rows] + np.log(l[rows])
+            yield b, h, kh, pr, lse
+
+
+def attention(q, k, v, causal=False, seqlens_q=None, seqlens_k=None, scale=None, dropout=0.0,
+              seed=0):
+    """O and LSE in float64 from float64 q (B, H, Sq, D), k and v (B, Hkv, Sk, D) (softmax()
+    says how rows are masked)."""
+    B, H, Sq, D = q.shape
+    o = np.zeros((B, H, Sq, D))
+    lse = np.full((B, H, Sq), -np.inf)
+    for b, h, kh, pr, row_lse in softmax(q, k, causal, seqlens_q, seqlens_k, scale):
+        if dropout > 0:
+            pr = pr * dropout_factor(dropout, seed, b, h, Sq, k.shape[2])
+        o[b, h] = pr @ v[b, kh]
+        lse[b, h] = row_lse
     return o, lse
 
 
@@ -118,29 +129,14 @@ def attention_backward(q, k, v, dout, causal=False, seqlens_q=None, seqlens_k=No
                        dropout=0.0, seed=0):
     """dQ, dK and dV in float64: the gradients of sum(dout * O) with respect to float64 q, k and
     v, O as attention() computes it (dK and dV summed over each key/value head's query heads)."""
-    B, H, Sq, D = q.shape
-    Hkv, Sk = k.shape[1], k.shape[2]
+    D, Sq, Sk = q.shape[3], q.shape[2], k.shape[2]
     scale = float(np.float32(1) / np.sqrt(np.float32(D)) if scale is None else np.float32(scale))
     dq, dk, dv = np.zeros(q.shape), np.zeros(k.shape), np.zeros(v.shape)
-    i = np.arange(Sq)[:, None]
-    j = np.arange(Sk)[None, :]
-    for b in range(B):
-        lq = Sq if seqlens_q is None else seqlens_q[b]
-        lk = Sk if seqlens_k is None else seqlens_k[b]
-        visible = (i < lq) & (j < lk)
-        if causal:
-            visible &= j <= i + (lk - lq)
-        rows = visible.any(axis=1)
-        for h in range(H):
-            kh = h // (H // Hkv)
-            s = np.where(visible, scale * (q[b, h] @ k[b, kh].T), -np.inf)
-            m = np.where(rows, s.max(axis=1), 0.0)
-            e = np.exp(s - m[:, None])
-            p = np.divide(e, e.sum(axis=1)[:, None], out=np.zeros_like(e), where=rows[:, None])
-            z = dropout_factor(dropout, seed, b, h, Sq, Sk) if dropout > 0 else np.ones_like(p)
-            dp = (dout[b, h] @ v[b, kh].T) * z
-            ds = p * (dp - (p * dp).sum(axis=1)[:, None])
-            dq[b, h] = scale * ds @ k[b, kh]
-            dk[b, kh] += scale * ds.T @ q[b, h]
-            dv[b, kh] += (p * z).T @ dout[b, h]
+    for b, h, kh, p, _lse in softmax(q, k, causal, seqlens_q, seqlens_k, scale):
+        z = dropout_factor(dropout, seed, b, h, Sq, Sk) if dropout > 0 else np.ones_like(p)
+        dp = (dout[b, h] @ v[b, kh].T) * z
+        ds = p * (dp - (p * dp).sum(axis=1)[:, None])
+        dq[b, h] = scale * ds @ k[b, kh]
+        dk[b, kh] += scale * ds.T @ q[b, h]
+        dv[b, kh] += (p * z).T @ dout[b, h]
     return dq, dk, dv
