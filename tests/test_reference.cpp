@@ -362,6 +362,24 @@ attn::Gradients brute_force_backward(const Problem& p, const attn::HostInputs& i
 
 }  // namespace
 
+namespace {
+
+// What the gate holds a backward to, for a problem: its inputs and dO, the FP64 gradients and the
+// dtype computation (the yardstick).
+struct GateCase {
+  explicit GateCase(const Problem& p)
+      : in(attn::make_inputs(p)),
+        dout(attn::make_dout(p)),
+        ref(attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, p.dtype))),
+        yard(attn::reference_backward_dtype(p, in, dout, attn::backward_inputs(p, dout, ref).o)) {}
+  attn::HostInputs in;
+  std::vector<attn::Bits16> dout;
+  attn::ReferenceGrads ref;
+  attn::Gradients yard;
+};
+
+}  // namespace
+
 TEST_CASE("backward inputs: dO drawn on its own stream, O and LSE the forward's, rounded",
           "[reference][backward]") {
   Problem p = backward_problem();
@@ -394,13 +412,9 @@ TEST_CASE("the backward's gate: twice the dtype computation's error, which is ne
   p.causal = true, p.dropout = 0.2f, p.seed = 5;
   for (const attn::DType dtype : {attn::DType::fp16, attn::DType::bf16}) {
     p.dtype = dtype;
-    const attn::HostInputs in = attn::make_inputs(p);
-    const std::vector<attn::Bits16> dout = attn::make_dout(p);
-    const attn::ReferenceGrads ref =
-        attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, dtype));
-    const attn::Gradients yard =
-        attn::reference_backward_dtype(p, in, dout, attn::backward_inputs(p, dout, ref).o);
-    const attn::GradientCheck c = attn::check_gradients(p, yard, ref, yard);
+    const GateCase g(p);
+    const attn::ReferenceGrads& ref = g.ref;
+    const attn::GradientCheck c = attn::check_gradients(p, g.yard, ref, g.yard);
     for (const auto& t : c.tensors) {
       double largest = 0;
       for (double g : t.name[1] == 'Q' ? ref.dq : t.name[1] == 'K' ? ref.dk : ref.dv)
@@ -422,12 +436,11 @@ TEST_CASE("the backward's gate passes exact gradients and fails each bug, NaN an
   p.dim = 16;
   for (const attn::DType dtype : {attn::DType::fp16, attn::DType::bf16}) {
     p.dtype = dtype;
-    const attn::HostInputs in = attn::make_inputs(p);
-    const std::vector<attn::Bits16> dout = attn::make_dout(p);
-    const attn::ReferenceGrads ref =
-        attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, dtype));
-    const attn::Gradients yard =
-        attn::reference_backward_dtype(p, in, dout, attn::backward_inputs(p, dout, ref).o);
+    const GateCase g(p);
+    const attn::HostInputs& in = g.in;
+    const std::vector<attn::Bits16>& dout = g.dout;
+    const attn::ReferenceGrads& ref = g.ref;
+    const attn::Gradients& yard = g.yard;
     attn::Gradients exact = brute_force_backward(p, in, dout, Bug::none);
     const attn::GradientCheck clean = attn::check_gradients(p, exact, ref, yard);
     INFO(attn::dtype_name(dtype));
