@@ -14,15 +14,20 @@ Tolerance tolerance_for(DType t) {
 
 namespace {
 
-std::string where(const Problem& p, int64_t row, int d) {
-  const int i = static_cast<int>(row % p.seqlen_q);
-  const int h = static_cast<int>(row / p.seqlen_q % p.heads);
-  const int b = static_cast<int>(row / p.seqlen_q / p.heads);
+// "[b=0,h=1,i=3,d=2]": row `row` of a [B, heads, rows, ...] tensor (rows named `letter`: i for
+// queries, j for keys), element d of it (none when d < 0).
+std::string where(int heads, int rows, char letter, int64_t row, int d) {
   std::ostringstream os;
-  os << "[b=" << b << ",h=" << h << ",i=" << i;
+  os << "[b=" << row / rows / heads << ",h=" << row / rows % heads << "," << letter << "="
+     << row % rows;
   if (d >= 0) os << ",d=" << d;
   os << "]";
   return os.str();
+}
+
+// A row of O or LSE.
+std::string where(const Problem& p, int64_t row, int d) {
+  return where(p.heads, p.seqlen_q, 'i', row, d);
 }
 
 }  // namespace
@@ -107,16 +112,6 @@ CheckResult check_outputs(const Problem& p, const std::vector<Bits16>& o,
 
 namespace {
 
-// "[b=0,h=1,i=3,d=2]" for an element of a [B, heads, rows, D] tensor (rows: "i" for dQ, "j" for
-// dK and dV, whose heads are the key/value heads).
-std::string element(const Problem& p, int heads, int rows, char row, int64_t idx) {
-  const int64_t r = idx / p.dim;
-  std::ostringstream os;
-  os << "[b=" << r / rows / heads << ",h=" << r / rows % heads << "," << row << "=" << r % rows
-     << ",d=" << idx % p.dim << "]";
-  return os.str();
-}
-
 // u: half the distance from 1 to the next value of the dtype (fp16 2^-11, bf16 2^-8).
 double unit_roundoff(DType t) {
   return t == DType::fp16 ? 0x1p-11 : 0x1p-8;
@@ -173,12 +168,12 @@ GradientCheck check_gradients(const Problem& p, const Gradients& got, const Refe
       const int64_t e = first_bad;
       os << t.name << ": " << t.unwritten << " elements never written (still the pre-launch poison)"
          << " and " << t.nonfinite << " NaN or Inf (first: " << t.name
-         << element(p, heads, rows, row, e) << " = "
+         << where(heads, rows, row, e / p.dim, int(e % p.dim)) << " = "
          << ((*outs[x])[e] == poison16 ? "poison"
                                        : std::to_string(from_bits((*outs[x])[e], p.dtype)))
          << ")";
     } else if (!(t.max_err <= t.limit)) {
-      os << t.name << element(p, heads, rows, row, worst) << " = "
+      os << t.name << where(heads, rows, row, worst / p.dim, int(worst % p.dim)) << " = "
          << from_bits((*outs[x])[worst], p.dtype) << ", reference " << (*truth[x])[worst]
          << ": max |err| " << t.max_err << " > " << t.limit << " ("
          << (all_zero                        ? "the rounding of the largest gradient in "
