@@ -127,19 +127,22 @@ std::string check_scale(const Problem& p, const HostInputs& in) {
   return buf;
 }
 
+// "" or why a given 16-bit tensor is refused: the first NaN or Inf in it.
+std::string check_finite(const char* name, const std::vector<Bits16>& t, DType dtype) {
+  const int64_t n = int64_t(t.size());
+  int64_t first = n;
+#pragma omp parallel for reduction(min : first) if (n >= kParallelElements)
+  for (int64_t x = 0; x < n; ++x)
+    if (!std::isfinite(from_bits(t[x], dtype))) first = std::min(first, x);
+  if (first == n) return "";
+  return std::string("tensor '") + name + "' holds NaN or Inf (first at flat index " +
+         std::to_string(first) + ")";
+}
+
 // A loaded tensor holding NaN or Inf has no attention to check against: refused.
 std::string check_finite(const Problem& p, const HostInputs& in) {
-  for (const auto& named : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}}) {
-    const std::vector<Bits16>& t = *named.second;  // no structured binding: OpenMP captures it
-    const int64_t n = int64_t(t.size());
-    int64_t first = n;
-#pragma omp parallel for reduction(min : first) if (n >= kParallelElements)
-    for (int64_t x = 0; x < n; ++x)
-      if (!std::isfinite(from_bits(t[x], p.dtype))) first = std::min(first, x);
-    if (first < n)
-      return std::string("tensor '") + named.first + "' holds NaN or Inf (first at flat index " +
-             std::to_string(first) + ")";
-  }
+  for (const auto& [name, t] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}})
+    if (std::string why = check_finite(name, *t, p.dtype); !why.empty()) return why;
   return "";
 }
 
@@ -327,11 +330,8 @@ std::string check_finite(const Problem& p, const BackwardInputs& b) {
   if (int64_t(b.dout.size()) != p.q_elements() || int64_t(b.o.size()) != p.q_elements() ||
       int64_t(b.lse.size()) != p.lse_elements())
     throw std::logic_error("run_step: backward inputs of another problem's sizes");
-  for (const auto& named : {std::pair{"dout", &b.dout}, {"o", &b.o}})
-    for (size_t x = 0; x < named.second->size(); ++x)
-      if (!std::isfinite(from_bits((*named.second)[x], p.dtype)))
-        return std::string("tensor '") + named.first + "' holds NaN or Inf (first at flat index " +
-               std::to_string(x) + ")";
+  for (const auto& [name, t] : {std::pair{"dout", &b.dout}, {"o", &b.o}})
+    if (std::string why = check_finite(name, *t, p.dtype); !why.empty()) return why;
   for (size_t x = 0; x < b.lse.size(); ++x) {
     if (std::isnan(b.lse[x]) || b.lse[x] == INFINITY)
       return "tensor 'lse' holds NaN or +Inf (first at flat index " + std::to_string(x) + ")";
