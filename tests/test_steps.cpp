@@ -57,13 +57,18 @@ void run_matrix(const attn::StepInfo& step, const std::string& backend, const st
   }
 }
 
-const attn::StepInfo& step_named(const std::string& name) {
+// Every step with kernels: the forward's, then the backward's.
+const std::vector<attn::StepInfo>& all_kernel_steps() {
   static const std::vector<attn::StepInfo> steps = [] {
     std::vector<attn::StepInfo> all = attn_test::kernel_steps();
     for (attn::StepInfo& s : attn::backward_steps()) all.push_back(std::move(s));
     return all;
   }();
-  for (const auto& s : steps)
+  return steps;
+}
+
+const attn::StepInfo& step_named(const std::string& name) {
+  for (const auto& s : all_kernel_steps())
     if (s.name == name) return s;
   throw std::runtime_error("no step " + name);
 }
@@ -167,7 +172,7 @@ TEST_CASE("every rung of a ladder has a test of its own here", "[steps][rungs]")
   // The list above, against the steps' ladders: a new rung needs its STEP_RUNG_MATRIX_TESTS line.
   std::ifstream self(ATTN_SOURCE_DIR "/tests/test_steps.cpp");
   const std::string text((std::istreambuf_iterator<char>(self)), {});
-  for (const attn::StepInfo& step : attn_test::kernel_steps())
+  for (const attn::StepInfo& step : all_kernel_steps())
     for (size_t i = 0; i + 1 < step.rungs.size(); ++i) {
       INFO(step.name << " rung " << step.rungs[i].name);
       CHECK(text.find("STEP_RUNG_MATRIX_TESTS(\"" + step.name + "\", \"" + step.rungs[i].name +
