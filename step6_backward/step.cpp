@@ -9,13 +9,20 @@ ATTN_KERNEL_ENTRIES
 namespace rung2 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung3 {
+ATTN_KERNEL_ENTRIES
+}
 
-// Any head dim the reference supports: the kernels loop over D at run time.
+// The tensor-core kernel is instantiated for these head dims only (attn::dispatch_head_dim); the
+// rungs before it loop over D at run time, and are held to the same list.
 attn::StepInfo info() {
   attn::StepInfo s{.name = "step6_backward",
                    .cpu = &cpu::run,
                    .gpu = ATTN_GPU_RUN(gpu::run),
                    .counted = ATTN_COUNTED_RUN(counted::run),
+                   .head_dims = {64, 80, 96, 128},
+                   .min_arch = "sm_80",
+                   .min_arch_why = "mma.sync m16n8k16 (bf16)",
                    .backward = true};
   // The ladder (README.md, one section per rung): rungN_*.cu, then attention.cu.
   s.rungs = {
@@ -23,8 +30,10 @@ attn::StepInfo info() {
                 rung1),
       ATTN_RUNG("atomics", "dQ accumulated in FP32 with atomicAdd by the threads that compute dS",
                 rung2),
-      {"tiles", "a block owns a tile of keys: dK and dV on chip, P and dS in shared memory",
-       &cpu::run, ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
+      ATTN_RUNG("tiles",
+                "a block owns a tile of keys: dK and dV on chip, P and dS in shared memory", rung3),
+      {"mma", "S and dP on tensor cores: mma.sync with K and V rows as A fragments", &cpu::run,
+       ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
   };
   return s;
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include "common/check.h"
 #include "common/simt/launch.h"
@@ -151,6 +152,7 @@ STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm90a")
 
 STEP_RUNG_MATRIX_TESTS("step6_backward", "math")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "atomics")
+STEP_RUNG_MATRIX_TESTS("step6_backward", "tiles")
 STEP_RUNG_MATRIX_TESTS("step2_tiled", "tiles")
 STEP_RUNG_MATRIX_TESTS("step2_tiled", "warps")
 STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "mma")
@@ -348,25 +350,37 @@ TEST_CASE("the matrix wraps every kernel's K/V stages twice and gives it three q
 
 TEST_CASE("the shorter problems reach step 6's tiles", "[steps]") {
   // What run_matrix leaves out for the backward, its shorter problems reach: three query tiles
-  // and three key tiles of the tiled rung, in some problem of each head dim, with and without
-  // dropout.
+  // and three key tiles (a block neither first nor last) of each tiled kernel of the step, in some
+  // problem of each head dim and in some problem with and without dropout. (Its tiles depend on
+  // neither: the head dim changes the loops over d, dropout the factor Z.)
   const attn::StepInfo& step = step_named("step6_backward");
-  for (int dim : {64, 80, 96, 128})
-    for (bool dropout : {false, true}) {
-      const attn::RunContext::Tile tile =
-          attn_test::tile_of(step, "", "", dim, dropout ? 0.1f : 0.0f);
-      REQUIRE(tile.rows > 0);
-      int rows = 0, keys = 0;
-      for (const attn::Problem& p : attn_test::matrix()) {
-        if (p.dim != dim || (p.dropout > 0) != dropout || p.seqlen_k >= 1000) continue;
-        rows = std::max(rows, (p.seqlen_q + tile.rows - 1) / tile.rows);
-        keys = std::max(keys, (p.seqlen_k + tile.keys - 1) / tile.keys);
+  for (const auto& rung : step.rungs) {
+    std::map<std::string, std::pair<int, int>> reach;  // "D 64", "dropout" ...: rows, keys
+    attn::RunContext::Tile tile;
+    for (int dim : {64, 80, 96, 128})
+      for (bool dropout : {false, true}) {
+        tile = attn_test::tile_of(attn_test::as_rung(step, rung.name), "", "", dim,
+                                  dropout ? 0.1f : 0.0f);
+        if (tile.rows == 0) break;  // no tiles: rungs 6.1 and 6.2
+        for (const attn::Problem& p : attn_test::matrix()) {
+          if (p.dim != dim || (p.dropout > 0) != dropout || p.seqlen_k >= 1000) continue;
+          for (const std::string& key :
+               {"D " + std::to_string(dim), std::string(dropout ? "dropout" : "no dropout")}) {
+            auto& [rows, keys] = reach[key];
+            rows = std::max(rows, (p.seqlen_q + tile.rows - 1) / tile.rows);
+            keys = std::max(keys, (p.seqlen_k + tile.keys - 1) / tile.keys);
+          }
+        }
       }
-      INFO("D " << dim << (dropout ? " dropout" : "") << ": " << rows << " query tiles, " << keys
-                << " key tiles of " << tile.rows << " x " << tile.keys);
-      CHECK(rows >= 3);
-      CHECK(keys >= 3);
+    if (tile.rows == 0) continue;
+    CHECK(reach.size() == 6);
+    for (const auto& [key, r] : reach) {
+      INFO(rung.name << ", " << key << ": " << r.first << " query tiles, " << r.second
+                     << " key tiles of " << tile.rows << " x " << tile.keys);
+      CHECK(r.first >= 3);
+      CHECK(r.second >= 3);
     }
+  }
 }
 
 TEST_CASE("steps 1 and 2 keep S and P in global memory: one Sq x Sk FP32 buffer", "[steps]") {

@@ -1,0 +1,137 @@
+// Step 6, rung 3: a block owns a tile of keys, and keeps its dK and dV on chip.
+//
+//   delta_kernel  D_i = rowsum(dO_i * O_i), and row i of the FP32 dQ set to zero
+//   dkdv_kernel   one block per Bc keys of a key/value head; it walks the query rows Br at a
+//                 time, for every query head of the group, and per tile of rows computes
+//                 P * Z and dS in shared memory, adds (P * Z)^T dO and dS^T Q to its dV and dK
+//                 (FP32, in shared memory) and scale dS K to the rows' FP32 dQ (atomicAdd);
+//                 it writes dK and dV once, at the end
+//   dq_kernel     dQ rounded to the dtype
+//
+// P and dS never reach global memory, and K and V are read once per block instead of once per
+// query row: the structure of FlashAttention-2's backward, on CUDA cores. dQ_i now collects one
+// term per block whose keys row i sees, by atomicAdd, as in rung 2 (its bits still vary).
+#include "common/kernel.h"
+
+namespace step6::rung3::ATTN_BACKEND_NS {
+
+using attn::BackwardParams;
+
+// One thread per query row: D_i, the row sum of P * dP that the softmax's derivative needs, is
+// also the row sum of dO * O, which needs no key (step 0's chapter, section (c)).
+template <typename T>
+__global__ void delta_kernel(const BackwardParams p, float* delta, float* dq_acc) {
+  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= int64_t(p.batch) * p.heads * p.seqlen_q) return;
+  const T* o = static_cast<const T*>(p.o) + row * p.dim;
+  const T* dout = static_cast<const T*>(p.dout) + row * p.dim;
+  float d = 0.0f;
+  for (int c = 0; c < p.dim; ++c) {
+    d += attn::to_float(dout[c]) * attn::to_float(o[c]);
+    dq_acc[row * p.dim + c] = 0.0f;  // the dkdv_kernel's atomics add to it
+  }
+  delta[row] = d;
+}
+
+constexpr int Br = 16, Bc = 16, kThreads = 128;  // query rows a tile, keys a block, threads
+
+// One block per Bc keys of a key/value head. Shared memory: K and V of its keys, Q and dO of the
+// query tile, P * Z and dS of the tile's pairs, and the block's FP32 dK and dV.
+template <typename T>
+__global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* dq_acc) {
+  const int D = p.dim, tid = threadIdx.x, j0 = blockIdx.x * Bc;
+  const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
+  const int group = p.heads / p.heads_kv;
+  T* Ks = attn::shared_memory<T>();
+  T *Vs = Ks + Bc * D, *Qs = Vs + Bc * D, *dOs = Qs + Br * D;
+  float* Pz = reinterpret_cast<float*>(dOs + Br * D);  // (2 Bc + 2 Br) D 16-bit values before it
+  float *dS = Pz + Br * Bc, *dK = dS + Br * Bc, *dV = dK + Bc * D;
+  const T zero = attn::from_float<T>(0.0f);
+
+  const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
+  for (int x = tid; x < Bc * D; x += kThreads) {  // keys past the end: zeros, never seen
+    const bool in = j0 + x / D < p.seqlen_k;
+    Ks[x] = in ? static_cast<const T*>(p.k)[(kv0 + j0) * D + x] : zero;
+    Vs[x] = in ? static_cast<const T*>(p.v)[(kv0 + j0) * D + x] : zero;
+    dK[x] = dV[x] = 0.0f;
+  }
+  for (int h = hk * group; h < (hk + 1) * group; ++h)
+    for (int i0 = 0; i0 < p.seqlen_q; i0 += Br) {
+      if (attn::tile_keys_end(p, b, i0, Br) <= j0) continue;  // no row of the tile sees a key
+      const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
+      __syncthreads();  // the tile before is done with Qs, dOs, Pz and dS
+      for (int x = tid; x < Br * D; x += kThreads) {
+        const bool in = i0 + x / D < p.seqlen_q;
+        Qs[x] = in ? static_cast<const T*>(p.q)[row0 * D + x] : zero;
+        dOs[x] = in ? static_cast<const T*>(p.dout)[row0 * D + x] : zero;
+      }
+      __syncthreads();
+      // Each (i, j) pair of the tile: P_ij from the LSE, Z_ij, dP_ij and dS_ij, as in rung 2.
+      for (int x = tid; x < Br * Bc; x += kThreads) {
+        const int r = x / Bc, i = i0 + r, j = j0 + x % Bc;
+        float pz = 0.0f, ds = 0.0f;
+        if (i < p.seqlen_q && j < attn::row_keys_end(p, b, i)) {
+          float qk = 0.0f, dov = 0.0f;
+          for (int c = 0; c < D; ++c) {
+            qk += attn::to_float(Qs[r * D + c]) * attn::to_float(Ks[(x % Bc) * D + c]);
+            dov += attn::to_float(dOs[r * D + c]) * attn::to_float(Vs[(x % Bc) * D + c]);
+          }
+          const float prob = __expf(p.scale * qk - p.lse[row0 + r]);
+          const float z = attn::dropout_factor(attn::make_dropout(p.dropout, p.seed), b, h, i, j);
+          pz = prob * z;
+          ds = prob * (z * dov - delta[row0 + r]);
+        }
+        Pz[x] = pz;
+        dS[x] = ds;
+      }
+      __syncthreads();
+      // dV += (P * Z)^T dO and dK += dS^T Q: each thread its own elements, every tile.
+      for (int x = tid; x < Bc * D; x += kThreads)
+        for (int r = 0; r < Br; ++r) {
+          dV[x] += Pz[r * Bc + x / D] * attn::to_float(dOs[r * D + x % D]);
+          dK[x] += dS[r * Bc + x / D] * attn::to_float(Qs[r * D + x % D]);
+        }
+      // dQ += scale dS K: this block's term of each element of the tile's rows.
+      for (int x = tid; x < Br * D; x += kThreads) {
+        if (i0 + x / D >= p.seqlen_q) continue;
+        float acc = 0.0f;
+        for (int jj = 0; jj < Bc; ++jj)
+          acc += dS[(x / D) * Bc + jj] * attn::to_float(Ks[jj * D + x % D]);
+        atomicAdd(&dq_acc[row0 * D + x], p.scale * acc);
+      }
+    }
+  for (int x = tid; x < Bc * D; x += kThreads) {  // the thread's own elements: no barrier needed
+    if (j0 + x / D >= p.seqlen_k) continue;
+    static_cast<T*>(p.dk)[(kv0 + j0) * D + x] = attn::from_float<T>(p.scale * dK[x]);
+    static_cast<T*>(p.dv)[(kv0 + j0) * D + x] = attn::from_float<T>(dV[x]);
+  }
+}
+
+// One thread per element of dQ: the FP32 sum, rounded to the dtype once all its terms are in.
+template <typename T>
+__global__ void dq_kernel(const BackwardParams p, const float* dq_acc) {
+  const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (x >= int64_t(p.batch) * p.heads * p.seqlen_q * p.dim) return;
+  static_cast<T*>(p.dq)[x] = attn::from_float<T>(dq_acc[x]);
+}
+
+void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
+  const BackwardParams p = ctx.backward_params(forward);
+  const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q;
+  float* delta = ctx.scratch<float>("D", rows);
+  float* dq_acc = ctx.scratch<float>("dQ (FP32)", rows * p.dim);
+  const unsigned bhk = p.batch * p.heads_kv;
+  ctx.tile = {Br, Bc, 1};  // a query tile, a block's keys, one buffer of them
+  attn::dispatch_dtype(p.dtype, [&]<typename T>() {
+    const size_t smem =
+        (2 * Bc + 2 * Br) * p.dim * sizeof(T) + (2 * Br * Bc + 2 * Bc * p.dim) * sizeof(float);
+    attn::launch(delta_kernel<T>, {dim3(static_cast<unsigned>((rows + 127) / 128)), dim3(128)}, p,
+                 delta, dq_acc);
+    attn::launch(dkdv_kernel<T>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem}, p,
+                 static_cast<const float*>(delta), dq_acc);
+    attn::launch(dq_kernel<T>, {dim3(static_cast<unsigned>((rows * p.dim + 255) / 256)), dim3(256)},
+                 p, static_cast<const float*>(dq_acc));
+  });
+}
+
+}  // namespace step6::rung3::ATTN_BACKEND_NS
