@@ -149,20 +149,17 @@ function(attn_add_step name)
     file(CONFIGURE OUTPUT ${rung_source} CONTENT
          "// Generated: ${rung} compiled by the host compiler for the CPU SIMT backend.\n#include \"${CMAKE_CURRENT_SOURCE_DIR}/${rung}\"\n")
     list(APPEND cpu_source ${rung_source})
-    # With g++, the earlier rungs' CPU copies at -O1 (-findirect-inlining: the kernels pass
-    # always-inline functions such as attn::exp2_ftz as arguments): each compiles in a third of
-    # the time (a newcomer's first build waits on them: scripts/main.sh's first table) and runs
-    # the test matrix in about a second either way. The step's own kernel, the last rung, keeps
-    # the build's optimisation (scripts/cpu_speed.py times it); the rungs' counted copies below
-    # get -O1 too.
-    set_source_files_properties(${rung_source} PROPERTIES COMPILE_OPTIONS
-                                "$<$<CXX_COMPILER_ID:GNU>:-O1;-findirect-inlining>")
   endforeach()
   add_library(${name}_cpu OBJECT ${cpu_source})
   target_link_libraries(${name}_cpu PRIVATE attn_kernel_deps attn_simt)
   # CUDA code reinterprets memory freely (16-byte vector loads of half arrays); tell the host
-  # compiler not to assume otherwise.
-  target_compile_options(${name}_cpu PRIVATE -fno-strict-aliasing)
+  # compiler not to assume otherwise. With g++, the kernels' CPU copies at -O1
+  # (-findirect-inlining: the kernels pass always-inline functions such as attn::exp2_ftz as
+  # arguments): each compiles in about half the time, and runs as fast, because a kernel on the
+  # CPU backend spends its time in the backend (fibers, barriers, the mma emulation; common/simt,
+  # at the build's optimisation): step 4's own kernel at S = 1000, D = 128 took 424 and 435 ms at
+  # -O3 and -O1, 150 and 138 ms at S = 512 with dropout. The counted copies below get -O1 too.
+  target_compile_options(${name}_cpu PRIVATE -fno-strict-aliasing ${attn_kernel_copy_flags})
   attn_warnings(${name}_cpu)
 
   add_library(${name}_lib STATIC ${ARG_INFO} ${gpu_objects} $<TARGET_OBJECTS:${name}_cpu>)
@@ -188,17 +185,14 @@ function(attn_add_step name)
       file(CONFIGURE OUTPUT ${counted_source} CONTENT
            "// Generated: ${file} compiled for the CPU SIMT backend, every access counted.\n#include \"${CMAKE_CURRENT_SOURCE_DIR}/${file}\"\n")
       list(APPEND counted_sources ${counted_source})
-      # The earlier rungs' counted copies at -O1, as their CPU copies above (the instrumentation
-      # keeps every access the source makes at its width either way: the counts are the same).
-      if(file IN_LIST ARG_RUNGS OR file IN_LIST ARG_HOPPER_RUNGS)
-        set_source_files_properties(${counted_source} PROPERTIES COMPILE_OPTIONS
-                                    "$<$<CXX_COMPILER_ID:GNU>:-O1;-findirect-inlining>")
-      endif()
     endforeach()
     add_library(${name}_counted OBJECT ${counted_sources})
     target_link_libraries(${name}_counted PRIVATE attn_kernel_deps attn_simt)
     target_compile_definitions(${name}_counted PRIVATE ATTN_BACKEND_NS=counted)
-    target_compile_options(${name}_counted PRIVATE -fno-strict-aliasing ${ATTN_INSTRUMENT_FLAGS})
+    # At -O1, as the CPU copies above: the instrumentation keeps every access the source makes at
+    # its width either way, so the counts are the same (step 4's, byte for byte, at -O3 and -O1).
+    target_compile_options(${name}_counted PRIVATE -fno-strict-aliasing ${ATTN_INSTRUMENT_FLAGS}
+                                                   ${attn_kernel_copy_flags})
     attn_warnings(${name}_counted)
     if(ATTN_HAVE_CLI)
       add_executable(${name}_counted_bin ${ARG_MAIN} $<TARGET_OBJECTS:${name}_counted>)
@@ -253,9 +247,9 @@ function(attn_planted_kernel target kernel)
   add_library(${target} OBJECT ${wrapper})
   target_link_libraries(${target} PRIVATE attn_kernel_deps attn_simt)
   target_compile_definitions(${target} PRIVATE ATTN_ONLY_HEAD_DIM=64 ATTN_ONLY_BF16=1)
-  # The rungs' quick flags (attn_add_step): a planted bug is found the same at any optimisation.
-  target_compile_options(${target} PRIVATE -fno-strict-aliasing
-                                           $<$<CXX_COMPILER_ID:GNU>:-O1;-findirect-inlining>)
+  # The kernels' copies' flags (attn_add_step): a planted bug is found the same at any
+  # optimisation.
+  target_compile_options(${target} PRIVATE -fno-strict-aliasing ${attn_kernel_copy_flags})
   attn_warnings(${target})
 endfunction()
 
