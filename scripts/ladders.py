@@ -21,7 +21,8 @@ LADDERS = {
                               ("pingpong", "rung4_pingpong.cu"), ("overlap", "rung5_overlap.cu"),
                               ("budget", "attention_sm90a.cu")],
     "step6_backward": [("math", "rung1_math.cu"), ("atomics", "rung2_atomics.cu"),
-                       ("tiles", "rung3_tiles.cu"), ("mma", "attention.cu")],
+                       ("tiles", "rung3_tiles.cu"), ("mma", "rung4_mma.cu"),
+                       ("registers", "attention.cu")],
 }
 # The variant a ladder leads to (its last rung), for the steps whose ladder starts from another.
 VARIANT = {"step5_warpspecialized": "sm90a"}

@@ -12,6 +12,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung3 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung4 {
+ATTN_KERNEL_ENTRIES
+}
 
 // The tensor-core kernel is instantiated for these head dims only (attn::dispatch_head_dim); the
 // rungs before it loop over D at run time, and are held to the same list.
@@ -32,8 +35,11 @@ attn::StepInfo info() {
                 rung2),
       ATTN_RUNG("tiles",
                 "a block owns a tile of keys: dK and dV on chip, P and dS in shared memory", rung3),
-      {"mma", "S and dP on tensor cores: mma.sync with K and V rows as A fragments", &cpu::run,
-       ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
+      ATTN_RUNG("mma", "S and dP on tensor cores: mma.sync with K and V rows as A fragments",
+                rung4),
+      {"registers",
+       "dV and dK on tensor cores: P * Z and dS reused from registers, dV and dK kept there",
+       &cpu::run, ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
   };
   return s;
 }

@@ -81,7 +81,8 @@ inline std::vector<attn::Problem> matrix() {
   m.push_back(with_seqlens_q(make(2, 2, 2, 129, 129, 128, b16, false), {0, 77}));
   m.push_back(with_seqlens_q(make(2, 3, 1, 150, 90, 96, f16, true, {}, 0.1f), {1, 149}));
   m.push_back(with_seqlens_q(make(1, 2, 2, 100, 40, 80, b16, true), {33}));
-  attn::Problem scaled = make(1, 2, 2, 40, 60, 96, b16, true);
+  // A scale of its own; 140 keys, three blocks of step 6's 64 at head dim 96 (test_steps.cpp).
+  attn::Problem scaled = make(1, 2, 2, 40, 140, 96, b16, true);
   scaled.scale = 0.3f;
   m.push_back(scaled);
   // A negative scale: the largest score is the most negative q.k, and zero-filled keys past the

@@ -40,7 +40,7 @@ CASES = [
     ("fp16", 2, 3, 1, 150, 90, 96, True, [1, 149], None, 0.1, None),
     ("bf16", 1, 2, 2, 100, 40, 80, True, [33], None, 0.0, None),
     # A custom scale, and a negative one (zero-filled keys past a partial tile would win).
-    ("bf16", 1, 2, 2, 40, 60, 96, True, None, None, 0.0, 0.3),
+    ("bf16", 1, 2, 2, 40, 140, 96, True, None, None, 0.0, 0.3),
     ("fp16", 1, 2, 2, 33, 70, 64, False, None, None, 0.0, -0.2),
 ]
 
