@@ -1,17 +1,15 @@
-// Step 6, rung 5: dV and dK on tensor cores, accumulated in registers.
+// Step 6, rung 6: dQ on tensor cores too; every product is an mma.
 //
 //   delta_kernel  D_i = rowsum(dO_i * O_i), and row i of the FP32 dQ set to zero
-//   dkdv_kernel   as in rung 4, S^T and dP^T from mma.sync, but each of the four warps owns 16
-//                 keys and all Br = 16 rows of the tile: its P * Z and dS, rounded to the dtype,
-//                 are A fragments as they stand, and dV += (P * Z)^T dO and dK += dS^T Q are
-//                 mma.sync too, into accumulators that stay in registers until the block ends;
-//                 dS still goes through shared memory (FP32) to the CUDA cores' dQ
+//   dkdv_kernel   as in rung 5, with dQ += scale dS K as mma.sync as well: dS^T goes to shared
+//                 memory in the dtype, straight from the A fragments the warps built for dK (one
+//                 32-bit store a register), and comes back as dQ's A fragments through
+//                 ldmatrix.trans; K's B fragments come through ldmatrix.trans as V's do in step 4
 //   dq_kernel     dQ rounded to the dtype
 //
-// Step 4's rung 4.3 trick, transposed: two 16 x 8 accumulator tiles of S^T (16 keys x rows 0-7
-// and 8-15) have the layout of one 16 x 16 A fragment (keys x rows), which is what dV and dK
-// need, and dO and Q, stored [row][d], are their B operands through ldmatrix.trans (as V is in
-// step 4's O += P V).
+// dQ sums over the block's keys, which are spread over its four warps (16 each), so dS has to
+// meet in shared memory; once there, a warp takes 16 columns of d of the tile's dQ at a time and
+// adds its terms to the FP32 dQ with atomicAdd, as before.
 #include "common/ptx.h"
 #include "common/tiles.h"
 
@@ -39,10 +37,11 @@ constexpr int Br = 16, Bc = 64, kThreads = 128;  // query rows a tile, keys a bl
 // Shared rows of K, V, Q and dO are D + 8 elements long (step 4's padding): ldmatrix reads 16
 // bytes from each of 8 consecutive rows, and rows 2 D + 16 bytes apart start in different banks.
 constexpr int kPad = 8;
+constexpr int kRowsS = Br + kPad;  // a shared row of dS^T (a key's Br rows), padded the same way
 
 // One block per Bc keys of a key/value head, a warp per 16 of them. Shared memory: K and V of its
-// keys, Q and dO of the query tile (rows D + kPad long) and dS of the tile's pairs; dK and dV are
-// in the warps' registers.
+// keys, Q and dO of the query tile (rows D + kPad long) and dS^T of the tile's pairs, keys by rows,
+// in the dtype; dK and dV are in the warps' registers.
 template <typename T, int D>
 __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* dq_acc) {
   constexpr int S = D + kPad;  // a shared row of K, V, Q or dO
@@ -53,7 +52,7 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
   const int kw = 16 * warp;  // the warp's first key
   T* Ks = attn::shared_memory<T>();
   T *Vs = Ks + Bc * S, *Qs = Vs + Bc * S, *dOs = Qs + Br * S;
-  float* dS = reinterpret_cast<float*>(dOs + Br * S);  // (2 Bc + 2 Br) S 16-bit values before it
+  T* dSs = dOs + Br * S;  // [Bc][kRowsS]
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
   // Keys past the end: zeros, never seen.
@@ -64,7 +63,7 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
     for (int i0 = 0; i0 < p.seqlen_q; i0 += Br) {
       if (attn::tile_keys_end(p, b, i0, Br) <= j0) continue;  // no row of the tile sees a key
       const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
-      __syncthreads();  // the tile before is done with Qs, dOs and dS
+      __syncthreads();  // the tile before is done with Qs, dOs and dSs
       attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, Br, p.seqlen_q - i0);
       attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, Br, p.seqlen_q - i0);
       __syncthreads();
@@ -103,7 +102,6 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
             pz[nt][e] = prob * z;
             ds[nt][e] = prob * (z * dov[nt][e] - delta[row0 + r]);
           }
-          dS[r * Bc + jj] = ds[nt][e];
         }
       // dV += (P * Z)^T dO and dK += dS^T Q on tensor cores. The two tiles' accumulators (rows
       // 0-7, 8-15) are the A fragment of the warp's 16 keys x 16 rows: a0a1 = tile 0's e = 0, 1,
@@ -128,22 +126,48 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
         attn::mma_m16n8k16<T>(dk[dt], dsa, {qb[0], qb[1]}, dk[dt]);
         attn::mma_m16n8k16<T>(dk[dt + 1], dsa, {qb[2], qb[3]}, dk[dt + 1]);
       }
-      __syncthreads();  // dS is in shared memory for every thread
-      // dQ += scale dS K: this block's term of each element of the tile's rows.
-      for (int x = tid; x < Br * D; x += kThreads) {
-        if (i0 + x / D >= p.seqlen_q) continue;
-        float acc = 0.0f;
-        for (int jj = 0; jj < Bc; ++jj)
-          acc += dS[(x / D) * Bc + jj] * attn::to_float(Ks[jj * S + x % D]);
-        atomicAdd(&dq_acc[row0 * D + x], p.scale * acc);
+      // dS^T into shared memory as dsa holds it: register 2 nt + hh is key kw + g + 8 hh, rows
+      // 8 nt + 2t and 8 nt + 2t + 1, one 32-bit store each.
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh)
+          *reinterpret_cast<uint32_t*>(dSs + (kw + g + 8 * hh) * kRowsS + 8 * nt + 2 * t) =
+              dsa[2 * nt + hh];
+      __syncthreads();  // dS^T is in shared memory for every warp
+      // dQ += scale dS K: the tile's 16 rows x D, a warp per 16 columns of d at a time. dS (rows x
+      // keys) is stored keys by rows, so ldmatrix.x4.trans gives its A fragments (a0a1: rows 0-7
+      // of keys 0-7, a2a3: rows 8-15, a4a5 and a6a7: keys 8-15), and K, stored [key][d], is the B
+      // operand [d][key] through ldmatrix.x4.trans too: two 8-column tiles of d at a time.
+      for (int dp = warp; dp < D / 16; dp += kThreads / 32) {
+        float dq[2][4] = {};
+#pragma unroll
+        for (int kc = 0; kc < Bc / 16; ++kc) {
+          uint32_t sa[4], kb[4];
+          const int key = kc * 16 + lane % 8 + 8 * (lane / 16), row = 8 * (lane / 8 % 2);
+          attn::ldmatrix<4, true>(sa, dSs + key * kRowsS + row);
+          const int kk = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dp * 16 + 8 * (lane / 16);
+          attn::ldmatrix<4, true>(kb, Ks + kk * S + d);
+          attn::mma_m16n8k16<T>(dq[0], sa, {kb[0], kb[1]}, dq[0]);
+          attn::mma_m16n8k16<T>(dq[1], sa, {kb[2], kb[3]}, dq[1]);
+        }
+        // This block's term of each element: element e of tile hh is row g + 8 (e / 2), column
+        // 16 dp + 8 hh + 2t + e % 2.
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = g + 8 * (e / 2), c = 16 * dp + 8 * hh + 2 * t + e % 2;
+            if (i0 + r < p.seqlen_q) atomicAdd(&dq_acc[(row0 + r) * D + c], p.scale * dq[hh][e]);
+          }
       }
     }
-    // Each lane writes its own accumulator elements: element e of tile dt is key kw + g + 8 (e /
-    // 2), column 8 dt + 2t + e % 2.
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
+      // dK and dV from the lane's own accumulators: element e of tile dt is key kw + g + 8 (e / 2),
+      // column 8 dt + 2t + e % 2.
       const int j = j0 + kw + g + 8 * (e / 2), c = dt * 8 + 2 * t + e % 2;
       if (j >= p.seqlen_k) continue;
       static_cast<T*>(p.dk)[(kv0 + j) * D + c] = attn::from_float<T>(p.scale * dk[dt][e]);
@@ -170,7 +194,7 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
     attn::launch(delta_kernel<T>, {dim3(static_cast<unsigned>((rows + 127) / 128)), dim3(128)}, p,
                  delta, dq_acc);
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
-      const size_t smem = (2 * Bc + 2 * Br) * (D + kPad) * sizeof(T) + Br * Bc * sizeof(float);
+      const size_t smem = ((2 * Bc + 2 * Br) * (D + kPad) + Bc * kRowsS) * sizeof(T);
       attn::launch(dkdv_kernel<T, D>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem},
                    p, static_cast<const float*>(delta), dq_acc);
     });

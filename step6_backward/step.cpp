@@ -15,6 +15,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung4 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung5 {
+ATTN_KERNEL_ENTRIES
+}
 
 // The tensor-core kernel is instantiated for these head dims only (attn::dispatch_head_dim); the
 // rungs before it loop over D at run time, and are held to the same list.
@@ -37,8 +40,11 @@ attn::StepInfo info() {
                 "a block owns a tile of keys: dK and dV on chip, P and dS in shared memory", rung3),
       ATTN_RUNG("mma", "S and dP on tensor cores: mma.sync with K and V rows as A fragments",
                 rung4),
-      {"registers",
-       "dV and dK on tensor cores: P * Z and dS reused from registers, dV and dK kept there",
+      ATTN_RUNG(
+          "registers",
+          "dV and dK on tensor cores: P * Z and dS reused from registers, dV and dK kept there",
+          rung5),
+      {"dq", "dQ on tensor cores too: dS^T through shared memory in the dtype, ldmatrix.trans",
        &cpu::run, ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
   };
   return s;

@@ -38,6 +38,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step6::rung4::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step6::rung5::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step2::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -172,6 +175,7 @@ TEST_CASE("instrumented step1 passes the matrix with no access reported", "[inst
 TEST_CASE("instrumented step6 and its tiled rungs pass the matrix with no access reported",
           "[instrumented]") {
   for (const auto& [name, fn] : {std::pair{"step6_backward", &step6::counted::run},
+                                 {"step6_backward[registers]", &step6::rung5::counted::run},
                                  {"step6_backward[mma]", &step6::rung4::counted::run},
                                  {"step6_backward[tiles]", &step6::rung3::counted::run}})
     run_matrix({.name = name, .cpu = fn, .backward = true}, "random:5", false);
