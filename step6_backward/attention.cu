@@ -1,15 +1,16 @@
-// Step 6, rung 6: dQ on tensor cores too; every product is an mma.
+// Step 6, rung 7: a deterministic dQ, in a pass of its own.
 //
-//   delta_kernel  D_i = rowsum(dO_i * O_i), and row i of the FP32 dQ set to zero
-//   dkdv_kernel   as in rung 5, with dQ += scale dS K as mma.sync as well: dS^T goes to shared
-//                 memory in the dtype, straight from the A fragments the warps built for dK (one
-//                 32-bit store a register), and comes back as dQ's A fragments through
-//                 ldmatrix.trans; K's B fragments come through ldmatrix.trans as V's do in step 4
-//   dq_kernel     dQ rounded to the dtype
+//   delta_kernel  D_i = rowsum(dO_i * O_i)
+//   dkdv_kernel   as in rung 6, without dQ: each block's dK and dV, on tensor cores
+//   dq_kernel     one block per 64 query rows of a head (four warps of 16, as in step 4's
+//                 forward); it walks the key tiles the rows see, computes S and dP for its rows
+//                 again (mma.sync), dS in registers, and dQ += dS K from those registers (the
+//                 accumulators of dS are its A fragments, K's B fragments come through
+//                 ldmatrix.trans), and writes scale dQ once, rounded
 //
-// dQ sums over the block's keys, which are spread over its four warps (16 each), so dS has to
-// meet in shared memory; once there, a warp takes 16 columns of d of the tile's dQ at a time and
-// adds its terms to the FP32 dQ with atomicAdd, as before.
+// Every element of dQ is now summed by one thread, over the keys in order: no atomics, no FP32
+// copy of dQ, and the same bits from run to run and under every schedule. The price is S and dP
+// computed twice, seven matrix products where rungs 4-6 had five.
 #include "common/ptx.h"
 #include "common/tiles.h"
 
@@ -20,16 +21,13 @@ using attn::BackwardParams;
 // One thread per query row: D_i, the row sum of P * dP that the softmax's derivative needs, is
 // also the row sum of dO * O, which needs no key (step 0's chapter, section (c)).
 template <typename T>
-__global__ void delta_kernel(const BackwardParams p, float* delta, float* dq_acc) {
+__global__ void delta_kernel(const BackwardParams p, float* delta) {
   const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= int64_t(p.batch) * p.heads * p.seqlen_q) return;
   const T* o = static_cast<const T*>(p.o) + row * p.dim;
   const T* dout = static_cast<const T*>(p.dout) + row * p.dim;
   float d = 0.0f;
-  for (int c = 0; c < p.dim; ++c) {
-    d += attn::to_float(dout[c]) * attn::to_float(o[c]);
-    dq_acc[row * p.dim + c] = 0.0f;  // the dkdv_kernel's atomics add to it
-  }
+  for (int c = 0; c < p.dim; ++c) d += attn::to_float(dout[c]) * attn::to_float(o[c]);
   delta[row] = d;
 }
 
@@ -37,13 +35,12 @@ constexpr int Br = 16, Bc = 64, kThreads = 128;  // query rows a tile, keys a bl
 // Shared rows of K, V, Q and dO are D + 8 elements long (step 4's padding): ldmatrix reads 16
 // bytes from each of 8 consecutive rows, and rows 2 D + 16 bytes apart start in different banks.
 constexpr int kPad = 8;
-constexpr int kRowsS = Br + kPad;  // a shared row of dS^T (a key's Br rows), padded the same way
+constexpr int kRowsQ = 64;  // query rows of a dq_kernel block: four warps of 16
 
 // One block per Bc keys of a key/value head, a warp per 16 of them. Shared memory: K and V of its
-// keys, Q and dO of the query tile (rows D + kPad long) and dS^T of the tile's pairs, keys by rows,
-// in the dtype; dK and dV are in the warps' registers.
+// keys and Q and dO of the query tile (rows D + kPad long); dK and dV are in the warps' registers.
 template <typename T, int D>
-__global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* dq_acc) {
+__global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   constexpr int S = D + kPad;  // a shared row of K, V, Q or dO
   const int tid = threadIdx.x, j0 = blockIdx.x * Bc;
   const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
@@ -52,7 +49,6 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
   const int kw = 16 * warp;  // the warp's first key
   T* Ks = attn::shared_memory<T>();
   T *Vs = Ks + Bc * S, *Qs = Vs + Bc * S, *dOs = Qs + Br * S;
-  T* dSs = dOs + Br * S;  // [Bc][kRowsS]
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
   // Keys past the end: zeros, never seen.
@@ -63,7 +59,7 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
     for (int i0 = 0; i0 < p.seqlen_q; i0 += Br) {
       if (attn::tile_keys_end(p, b, i0, Br) <= j0) continue;  // no row of the tile sees a key
       const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
-      __syncthreads();  // the tile before is done with Qs, dOs and dSs
+      __syncthreads();  // the tile before is done with Qs and dOs
       attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, Br, p.seqlen_q - i0);
       attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, Br, p.seqlen_q - i0);
       __syncthreads();
@@ -126,41 +122,6 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
         attn::mma_m16n8k16<T>(dk[dt], dsa, {qb[0], qb[1]}, dk[dt]);
         attn::mma_m16n8k16<T>(dk[dt + 1], dsa, {qb[2], qb[3]}, dk[dt + 1]);
       }
-      // dS^T into shared memory as dsa holds it: register 2 nt + hh is key kw + g + 8 hh, rows
-      // 8 nt + 2t and 8 nt + 2t + 1, one 32-bit store each.
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh)
-          *reinterpret_cast<uint32_t*>(dSs + (kw + g + 8 * hh) * kRowsS + 8 * nt + 2 * t) =
-              dsa[2 * nt + hh];
-      __syncthreads();  // dS^T is in shared memory for every warp
-      // dQ += scale dS K: the tile's 16 rows x D, a warp per 16 columns of d at a time. dS (rows x
-      // keys) is stored keys by rows, so ldmatrix.x4.trans gives its A fragments (a0a1: rows 0-7
-      // of keys 0-7, a2a3: rows 8-15, a4a5 and a6a7: keys 8-15), and K, stored [key][d], is the B
-      // operand [d][key] through ldmatrix.x4.trans too: two 8-column tiles of d at a time.
-      for (int dp = warp; dp < D / 16; dp += kThreads / 32) {
-        float dq[2][4] = {};
-#pragma unroll
-        for (int kc = 0; kc < Bc / 16; ++kc) {
-          uint32_t sa[4], kb[4];
-          const int key = kc * 16 + lane % 8 + 8 * (lane / 16), row = 8 * (lane / 8 % 2);
-          attn::ldmatrix<4, true>(sa, dSs + key * kRowsS + row);
-          const int kk = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dp * 16 + 8 * (lane / 16);
-          attn::ldmatrix<4, true>(kb, Ks + kk * S + d);
-          attn::mma_m16n8k16<T>(dq[0], sa, {kb[0], kb[1]}, dq[0]);
-          attn::mma_m16n8k16<T>(dq[1], sa, {kb[2], kb[3]}, dq[1]);
-        }
-        // This block's term of each element: element e of tile hh is row g + 8 (e / 2), column
-        // 16 dp + 8 hh + 2t + e % 2.
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = g + 8 * (e / 2), c = 16 * dp + 8 * hh + 2 * t + e % 2;
-            if (i0 + r < p.seqlen_q) atomicAdd(&dq_acc[(row0 + r) * D + c], p.scale * dq[hh][e]);
-          }
-      }
     }
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt)
@@ -175,31 +136,109 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
     }
 }
 
-// One thread per element of dQ: the FP32 sum, rounded to the dtype once all its terms are in.
-template <typename T>
-__global__ void dq_kernel(const BackwardParams p, const float* dq_acc) {
-  const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (x >= int64_t(p.batch) * p.heads * p.seqlen_q * p.dim) return;
-  static_cast<T*>(p.dq)[x] = attn::from_float<T>(dq_acc[x]);
+// One block per kRowsQ query rows of a head, a warp per 16 of them: dQ of those rows, summed in
+// registers over the key tiles the rows see, in order. Shared memory: Q and dO of the rows, and K
+// and V of one key tile.
+template <typename T, int D>
+__global__ void dq_kernel(const BackwardParams p, const float* delta) {
+  constexpr int S = D + kPad;
+  const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads, i0 = blockIdx.y * kRowsQ;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  T* Qs = attn::shared_memory<T>();
+  T *dOs = Qs + kRowsQ * S, *Ks = dOs + kRowsQ * S, *Vs = Ks + Bc * S;
+  const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
+  const int64_t kv0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
+  attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, kRowsQ, p.seqlen_q - i0);
+  attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, kRowsQ, p.seqlen_q - i0);
+  float dq[D / 8][4] = {};  // the warp's 16 rows x D
+  for (int j0 = 0; j0 < attn::tile_keys_end(p, b, i0, kRowsQ); j0 += Bc) {
+    __syncthreads();  // the tile before is done with Ks and Vs (and Q, dO have landed)
+    attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
+    attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
+    __syncthreads();
+    // S = Q K^T and dP = dO V^T for the warp's 16 rows, as step 4's S: Q and dO rows are A
+    // fragments, K and V rows (stored [key][d]) B fragments, two key tiles per ldmatrix.x4.
+    float qk[Bc / 8][4] = {}, dov[Bc / 8][4] = {};
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      uint32_t qa[4], da[4];
+      const int r = warp * 16 + lane % 8 + 8 * (lane / 8 % 2), d = kc * 16 + 8 * (lane / 16);
+      attn::ldmatrix<4>(qa, Qs + r * S + d);
+      attn::ldmatrix<4>(da, dOs + r * S + d);
+#pragma unroll
+      for (int nt = 0; nt < Bc / 8; nt += 2) {
+        uint32_t kb[4], vb[4];
+        const int key = nt * 8 + lane % 8 + 8 * (lane / 16), c = kc * 16 + 8 * (lane / 8 % 2);
+        attn::ldmatrix<4>(kb, Ks + key * S + c);
+        attn::ldmatrix<4>(vb, Vs + key * S + c);
+        attn::mma_m16n8k16<T>(qk[nt], qa, {kb[0], kb[1]}, qk[nt]);
+        attn::mma_m16n8k16<T>(qk[nt + 1], qa, {kb[2], kb[3]}, qk[nt + 1]);
+        attn::mma_m16n8k16<T>(dov[nt], da, {vb[0], vb[1]}, dov[nt]);
+        attn::mma_m16n8k16<T>(dov[nt + 1], da, {vb[2], vb[3]}, dov[nt + 1]);
+      }
+    }
+    // dS, element e of tile nt at row warp * 16 + g + 8 (e / 2), key j0 + 8 nt + 2t + e % 2, as
+    // in the dkdv_kernel; tiles 2k and 2k + 1 are A fragment k of dS (16 rows x 16 keys).
+    uint32_t dsa[Bc / 16][4];
+#pragma unroll
+    for (int nt = 0; nt < Bc / 8; ++nt) {
+      float ds[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = warp * 16 + g + 8 * (e / 2), i = i0 + r, j = j0 + nt * 8 + 2 * t + e % 2;
+        ds[e] = 0.0f;
+        if (i < p.seqlen_q && j < attn::row_keys_end(p, b, i)) {
+          const float prob = __expf(p.scale * qk[nt][e] - p.lse[row0 + r]);
+          const float z = attn::dropout_factor(attn::make_dropout(p.dropout, p.seed), b, h, i, j);
+          ds[e] = prob * (z * dov[nt][e] - delta[row0 + r]);
+        }
+      }
+      dsa[nt / 2][2 * (nt % 2)] = attn::pack2<T>(ds[0], ds[1]);
+      dsa[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(ds[2], ds[3]);
+    }
+    // dQ += dS K: K stored [key][d] is the B operand [d][key] through ldmatrix.x4.trans, two
+    // 8-column tiles of d at a time, as V is in step 4's O += P V.
+#pragma unroll
+    for (int dt = 0; dt < D / 8; dt += 2)
+#pragma unroll
+      for (int kc = 0; kc < Bc / 16; ++kc) {
+        uint32_t kb[4];
+        const int key = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
+        attn::ldmatrix<4, true>(kb, Ks + key * S + d);
+        attn::mma_m16n8k16<T>(dq[dt], dsa[kc], {kb[0], kb[1]}, dq[dt]);
+        attn::mma_m16n8k16<T>(dq[dt + 1], dsa[kc], {kb[2], kb[3]}, dq[dt + 1]);
+      }
+  }
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      // Element e of tile dt: row warp * 16 + g + 8 (e / 2), column 8 dt + 2t + e % 2.
+      const int r = warp * 16 + g + 8 * (e / 2), c = dt * 8 + 2 * t + e % 2;
+      if (i0 + r < p.seqlen_q)
+        static_cast<T*>(p.dq)[(row0 + r) * D + c] = attn::from_float<T>(p.scale * dq[dt][e]);
+    }
 }
 
 void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
   const BackwardParams p = ctx.backward_params(forward);
   const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q;
   float* delta = ctx.scratch<float>("D", rows);
-  float* dq_acc = ctx.scratch<float>("dQ (FP32)", rows * p.dim);
-  const unsigned bhk = p.batch * p.heads_kv;
-  ctx.tile = {Br, Bc, 1};  // a query tile, a block's keys, one buffer of them
+  const unsigned bhk = p.batch * p.heads_kv, bh = p.batch * p.heads;
+  // The tallest query tile (the dq_kernel's) and a block's keys, one buffer of them.
+  ctx.tile = {kRowsQ, Bc, 1};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::launch(delta_kernel<T>, {dim3(static_cast<unsigned>((rows + 127) / 128)), dim3(128)}, p,
-                 delta, dq_acc);
+                 delta);
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
-      const size_t smem = ((2 * Bc + 2 * Br) * (D + kPad) + Bc * kRowsS) * sizeof(T);
+      const size_t smem = (2 * Bc + 2 * Br) * (D + kPad) * sizeof(T);
       attn::launch(dkdv_kernel<T, D>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem},
-                   p, static_cast<const float*>(delta), dq_acc);
+                   p, static_cast<const float*>(delta));
+      const size_t dq_smem = (2 * kRowsQ + 2 * Bc) * (D + kPad) * sizeof(T);
+      const unsigned q_tiles = (p.seqlen_q + kRowsQ - 1) / kRowsQ;
+      attn::launch(dq_kernel<T, D>, {dim3(1, q_tiles, bh), dim3(kThreads), dq_smem}, p,
+                   static_cast<const float*>(delta));
     });
-    attn::launch(dq_kernel<T>, {dim3(static_cast<unsigned>((rows * p.dim + 255) / 256)), dim3(256)},
-                 p, static_cast<const float*>(dq_acc));
   });
 }
 

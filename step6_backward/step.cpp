@@ -18,6 +18,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung5 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung6 {
+ATTN_KERNEL_ENTRIES
+}
 
 // The tensor-core kernel is instantiated for these head dims only (attn::dispatch_head_dim); the
 // rungs before it loop over D at run time, and are held to the same list.
@@ -44,7 +47,10 @@ attn::StepInfo info() {
           "registers",
           "dV and dK on tensor cores: P * Z and dS reused from registers, dV and dK kept there",
           rung5),
-      {"dq", "dQ on tensor cores too: dS^T through shared memory in the dtype, ldmatrix.trans",
+      ATTN_RUNG("dq",
+                "dQ on tensor cores too: dS^T through shared memory in the dtype, ldmatrix.trans",
+                rung6),
+      {"deterministic", "dQ in a pass of its own, summed in registers: no atomics, the same bits",
        &cpu::run, ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
   };
   return s;

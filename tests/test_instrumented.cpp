@@ -41,6 +41,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step6::rung5::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step6::rung6::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step2::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -172,18 +175,19 @@ TEST_CASE("instrumented step1 passes the matrix with no access reported", "[inst
 }
 // No K/V ring in any of step 6's kernels: the long problems are left out (run_matrix). Two
 // tests, so that CTest runs them side by side.
-TEST_CASE("instrumented step6 and its tiled rungs pass the matrix with no access reported",
+TEST_CASE("instrumented step6 and its tensor-core rungs pass the matrix with no access reported",
           "[instrumented]") {
   for (const auto& [name, fn] : {std::pair{"step6_backward", &step6::counted::run},
+                                 {"step6_backward[dq]", &step6::rung6::counted::run},
                                  {"step6_backward[registers]", &step6::rung5::counted::run},
-                                 {"step6_backward[mma]", &step6::rung4::counted::run},
-                                 {"step6_backward[tiles]", &step6::rung3::counted::run}})
+                                 {"step6_backward[mma]", &step6::rung4::counted::run}})
     run_matrix({.name = name, .cpu = fn, .backward = true}, "random:5", false);
 }
-TEST_CASE("instrumented step6 rungs math and atomics pass the matrix with no access reported",
+TEST_CASE("instrumented step6 rungs math atomics and tiles pass the matrix with no access reported",
           "[instrumented]") {
   for (const auto& [name, fn] : {std::pair{"step6_backward[math]", &step6::rung1::counted::run},
-                                 {"step6_backward[atomics]", &step6::rung2::counted::run}})
+                                 {"step6_backward[atomics]", &step6::rung2::counted::run},
+                                 {"step6_backward[tiles]", &step6::rung3::counted::run}})
     run_matrix({.name = name, .cpu = fn, .backward = true}, "random:5", false);
 }
 TEST_CASE("instrumented step2 passes the matrix with no access reported", "[instrumented]") {

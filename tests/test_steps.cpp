@@ -24,8 +24,9 @@ namespace {
 // (--config), whose head dims then limit the matrix; rung: a rung of the step's ladder (--rung).
 // The backward (step 6) leaves out the matrix's 1000-key problems unless ATTN_MATRIX=full: they
 // exist to take a K/V ring round twice and give a kernel three query blocks, and step 6's kernels
-// have no ring and 16-row, 16-key tiles, which the shorter problems cover many times ("the
-// shorter problems reach step 6's tiles" below); they are three quarters of its matrix's time.
+// have no ring and tiles of at most 64 rows and 64 keys, which the shorter problems cover
+// ("the shorter problems reach step 6's tiles" below); they are three quarters of its matrix's
+// time.
 void run_matrix(const attn::StepInfo& step, const std::string& backend, const std::string& schedule,
                 const std::string& variant = "", const std::string& config = "",
                 const std::string& rung = "") {
@@ -155,6 +156,7 @@ STEP_RUNG_MATRIX_TESTS("step6_backward", "atomics")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "tiles")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "mma")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "registers")
+STEP_RUNG_MATRIX_TESTS("step6_backward", "dq")
 STEP_RUNG_MATRIX_TESTS("step2_tiled", "tiles")
 STEP_RUNG_MATRIX_TESTS("step2_tiled", "warps")
 STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "mma")
@@ -348,6 +350,43 @@ TEST_CASE("the matrix wraps every kernel's K/V stages twice and gives it three q
     CHECK(blocks >= 3);
     CHECK(laps >= 2);
   });
+}
+
+// Rung 6.7's promise: dQ, dK and dV are the same bits under every schedule of the CPU backend
+// (so from run to run on a GPU too). Rung 6.6, which adds dQ with atomicAdd, is the contrast: its
+// dQ changes with the order in which the blocks reach an element, which the schedules vary.
+TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq's dQ is not",
+          "[steps]") {
+  const attn::StepInfo& step = step_named("step6_backward");
+  const attn::Problem p = attn_test::make(2, 4, 2, 129, 200, 64, attn::DType::fp16, true, {}, 0.1f);
+  const auto grads = [&](const std::string& rung, const std::string& schedule) {
+    attn::Options o;
+    o.problem = p;
+    o.iters = 0;
+    o.warmup = 0;
+    o.backend = "cpu";
+    o.schedule = schedule;
+    o.rung = rung;
+    o.keep_outputs = true;
+    const attn::RunOutcome r = attn::run_step(step, o);
+    INFO(rung << " [" << schedule << "]: " << r.message << r.row.check.first_failure);
+    REQUIRE(r.exit_code == 0);
+    return r.grads;
+  };
+  const std::vector<std::string> schedules = {"reverse", "greedy", "random:3", "random:11"};
+  const attn::Gradients first = grads("", "forward");
+  REQUIRE(!first.dq.empty());
+  for (const std::string& schedule : schedules) {
+    const attn::Gradients g = grads("", schedule);
+    INFO(schedule);
+    CHECK(g.dq == first.dq);
+    CHECK(g.dk == first.dk);
+    CHECK(g.dv == first.dv);
+  }
+  const attn::Gradients atomics = grads("dq", "forward");
+  int differ = 0;
+  for (const std::string& schedule : schedules) differ += grads("dq", schedule).dq != atomics.dq;
+  CHECK(differ > 0);
 }
 
 TEST_CASE("the shorter problems reach step 6's tiles", "[steps]") {
