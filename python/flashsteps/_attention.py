@@ -188,6 +188,11 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
             if counters:
                 raise ValueError("counters=True counts a forward run: call it under "
                                  "torch.no_grad() (or on tensors that do not require grad)")
+            backward = next(s for s in _core.steps() if s.get("backward"))
+            if q.dim() == 4 and q.shape[-1] not in backward["head_dims"]:
+                raise ValueError(f"q, k or v requires grad, and the backward ({backward['name']}) "
+                                 f"supports head dims {', '.join(map(str, backward['head_dims']))}"
+                                 f", not {q.shape[-1]}: call it under torch.no_grad()")
             return _Autograd.apply_to(q, k, v, step, dict(
                 causal=causal, scale=scale, seqlens_q=seqlens_q, seqlens_k=seqlens_k,
                 dropout=dropout, seed=seed, dtype=dtype, schedule=schedule),

@@ -79,3 +79,7 @@ def test_gradients_against_sdpa_autograd(step, dtype, causal, Hkv):
         assert err <= 0.02 * float(want.abs().max()), (step, name, err)
     with pytest.raises(ValueError, match="counters=True counts a forward run"):
         flashsteps.attention(q, k, v, step, counters=True)
+    # A head dim the backward is not built for is refused before the forward runs.
+    q32 = torch.zeros(1, 2, 8, 32, dtype=tdt, requires_grad=True)
+    with pytest.raises(ValueError, match="supports head dims 64, 80, 96, 128, not 32"):
+        flashsteps.attention(q32, q32, q32, step)
