@@ -1,6 +1,9 @@
 """CTest for one exercise (scripts/exercise.py): as shipped it must fail its check (its blanks are
 real), and with its blanks filled by the step's own lines it must be the step's kernel, byte for
-byte (the step's attention.cu, or its rung's file), and pass.
+byte (the step's attention.cu, or its rung's file), and pass. Solved, the check runs its first
+case alone (--first-case): the kernel is then the step's own binary, which the step's matrix
+tests run in full; the one case shows the check runs it as the exercise says (its rung, its
+counters).
 
     exercise_test.py NAME shipped|solved BUILD_DIR
 """
@@ -24,8 +27,9 @@ def main(name, mode, build):
             if Path(ws, "attention.cu").read_text() != source.read_text():
                 print(f"{name}: solved, the kernel is not {source.relative_to(ROOT)}")
                 return 1
-        r = subprocess.run(TOOL + ["check", name, "--dir", ws, "--build", build, "--no-build"],
-                           capture_output=True, text=True)
+        first = ["--first-case"] if mode == "solved" else []
+        r = subprocess.run(TOOL + ["check", name, "--dir", ws, "--build", build, "--no-build"]
+                           + first, capture_output=True, text=True)
         print(r.stdout + r.stderr)
         want = 0 if mode == "solved" else 1
         if r.returncode != want:
