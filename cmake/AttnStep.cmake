@@ -229,7 +229,9 @@ function(attn_instrumented_kernel target kernel)
        "// Generated: ${kernel} compiled for the CPU SIMT backend with every access checked.\n#include \"${kernel}\"\n")
   add_library(${target} OBJECT ${wrapper})
   target_link_libraries(${target} PRIVATE attn_kernel_deps attn_simt)
-  target_compile_options(${target} PRIVATE -fno-strict-aliasing ${ATTN_INSTRUMENT_FLAGS})
+  # At -O1, as the steps' counted copies (attn_add_step): the same accesses checked and counted.
+  target_compile_options(${target} PRIVATE -fno-strict-aliasing ${ATTN_INSTRUMENT_FLAGS}
+                                           ${attn_kernel_copy_flags})
   if(ARG_ONE_SHAPE)
     target_compile_definitions(${target} PRIVATE ATTN_ONLY_HEAD_DIM=64 ATTN_ONLY_BF16=1)
   endif()

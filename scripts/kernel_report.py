@@ -58,6 +58,9 @@ build) and --chapter rewrites the before/after table between the markers
 <!-- mainloop:begin --> and <!-- mainloop:end --> of that Markdown file. --compare-chapter writes
 the figures --compare checked between <!-- compare:begin --> and <!-- compare:end --> of a
 Markdown file.
+A run that only checks (no --out, no chapter) disassembles only the steps its checks read the PTX
+or SASS of (--require-tensor-core, --require-ptx, --budget, --compare); its table shows "n/a"
+in those columns for the others.
 """
 import argparse
 import concurrent.futures
@@ -684,6 +687,17 @@ def main():
     cuobjdump = find_tool("cuobjdump")
     have_sass = cuobjdump is not None and find_tool("nvdisasm") is not None
     dumps = {}
+    # A run that only checks (it writes no table or chapter) disassembles only the steps whose
+    # PTX or SASS its checks read; the others' rows print "n/a" in those columns.
+    writes = bool(args.out or args.rungs_chapter or args.check_rungs_chapter or args.chapter
+                  or args.save_mainloop or args.compare_chapter)
+    checks = bool(args.no_spills or args.require_tensor_core or required_ptx or args.require_archs
+                  or args.budget or args.compare or args.no_serialized_wgmma)
+    read = None
+    if checks and not writes:
+        read = (set(args.require_tensor_core) | {s for s, _, _ in required_ptx}
+                | {b.split(":")[0] for b in args.budget}
+                | {x for c in args.compare for x in c.split(":")[:2]})
     for r in rows:
         base, dim = base_and_dim(r["kernel"])
         config = config_of(r["kernel"])
@@ -694,7 +708,7 @@ def main():
             r["blocks"], r["occ"] = occupancy(r["arch"], r["regs"], r["threads"],
                                               r["smem_static"] + r["smem_dyn"])
         r["ptx"], r["sass"] = {}, {}
-        if cuobjdump:
+        if cuobjdump and (read is None or split_rung(r["step"])[0] in read):
             key = (r["obj"], r["arch"])
             if key not in dumps:
                 dumps[key] = instructions(cuobjdump, r["obj"], r["arch"], args.build)
