@@ -19,6 +19,14 @@ endfunction()
 
 # attn_cli_executable(<name> <main.cpp> <libraries>...): a program with the shared command line
 # (attn_cli), in bin/. Not built without CLI11 (the Python package's build has no command line).
+# attn_use_kernel_pch(<target> cpu|instrumented): <target>, a kernel's CPU or instrumented copy,
+# compiles with the precompiled headers of common/CMakeLists.txt (where the compiler has them).
+function(attn_use_kernel_pch target kind)
+  if(TARGET attn_kernel_pch_${kind})
+    target_precompile_headers(${target} REUSE_FROM attn_kernel_pch_${kind})
+  endif()
+endfunction()
+
 function(attn_cli_executable name main)
   if(NOT ATTN_HAVE_CLI)
     return()
@@ -160,6 +168,7 @@ function(attn_add_step name)
   # at the build's optimisation): step 4's own kernel at S = 1000, D = 128 took 424 and 435 ms at
   # -O3 and -O1, 150 and 138 ms at S = 512 with dropout. The counted copies below get -O1 too.
   target_compile_options(${name}_cpu PRIVATE -fno-strict-aliasing ${attn_kernel_copy_flags})
+  attn_use_kernel_pch(${name}_cpu cpu)
   attn_warnings(${name}_cpu)
 
   add_library(${name}_lib STATIC ${ARG_INFO} ${gpu_objects} $<TARGET_OBJECTS:${name}_cpu>)
@@ -193,6 +202,7 @@ function(attn_add_step name)
     # its width either way, so the counts are the same (step 4's, byte for byte, at -O3 and -O1).
     target_compile_options(${name}_counted PRIVATE -fno-strict-aliasing ${ATTN_INSTRUMENT_FLAGS}
                                                    ${attn_kernel_copy_flags})
+    attn_use_kernel_pch(${name}_counted instrumented)
     attn_warnings(${name}_counted)
     if(ATTN_HAVE_CLI)
       add_executable(${name}_counted_bin ${ARG_MAIN} $<TARGET_OBJECTS:${name}_counted>)
@@ -232,6 +242,7 @@ function(attn_instrumented_kernel target kernel)
   # At -O1, as the steps' counted copies (attn_add_step): the same accesses checked and counted.
   target_compile_options(${target} PRIVATE -fno-strict-aliasing ${ATTN_INSTRUMENT_FLAGS}
                                            ${attn_kernel_copy_flags})
+  attn_use_kernel_pch(${target} instrumented)
   if(ARG_ONE_SHAPE)
     target_compile_definitions(${target} PRIVATE ATTN_ONLY_HEAD_DIM=64 ATTN_ONLY_BF16=1)
   endif()
@@ -252,6 +263,7 @@ function(attn_planted_kernel target kernel)
   # The kernels' copies' flags (attn_add_step): a planted bug is found the same at any
   # optimisation.
   target_compile_options(${target} PRIVATE -fno-strict-aliasing ${attn_kernel_copy_flags})
+  attn_use_kernel_pch(${target} cpu)
   attn_warnings(${target})
 endfunction()
 
