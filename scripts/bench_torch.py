@@ -5,6 +5,7 @@ torch_sdpa_<backend>. Needs PyTorch with CUDA and a GPU; without them it says wh
 
     scripts/bench_torch.py [--grid smoke|seeds|fa] [--out results/results.csv]
     scripts/bench_torch.py --shapes FILE [--shapes FILE2] --backends flash,efficient,cudnn --suite BIN
+    scripts/bench_torch.py --backward ...   (each backend's backward alone, beside step 6's)
 
 --shapes reads attn_suite's shapes files (one shape a line, as a step's flags: scripts/gpu_run.sh).
 Timing is the steps' own method (common/harness.cpp, time_runs): a sample runs SDPA once on each of
@@ -30,6 +31,9 @@ sys.path.insert(0, HERE)
 import bench  # noqa: E402  (the grids and the FLOP count)
 
 BACKENDS = ["flash", "efficient", "cudnn", "math"]
+# A backward's FLOPs over its forward's: FlashAttention's convention, as Problem::backward_flops's
+# (docs/benchmarking.md): five matrix products of the forward's size where the forward has two.
+BACKWARD_FLOPS = 2.5
 
 
 def csv_columns(command):
@@ -74,34 +78,50 @@ def input_sets(s, l2_bytes):
     return min(64, math.ceil(3 * l2_bytes / size))
 
 
-def time_sdpa(torch, F, s, backend, iters, warmup, l2_bytes):
-    """Median milliseconds per call of one SDPA backend on shape s (time_runs' method)."""
+def time_sdpa(torch, F, s, backend, iters, warmup, l2_bytes, backward=False):
+    """Median milliseconds per call of one SDPA backend on shape s (time_runs' method); backward:
+    of its backward alone (dQ, dK, dV from dO, the forward run once before, outside the timing)."""
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[s["dtype"]]
     gen = torch.Generator(device="cuda").manual_seed(0)
 
     def tensor(heads, seq):  # 0.5 + U(-1, 1), as the steps' inputs
-        return torch.rand(s["batch"], heads, seq, s["dim"], device="cuda", dtype=dtype,
-                          generator=gen) * 2 - 0.5
+        return (torch.rand(s["batch"], heads, seq, s["dim"], device="cuda", dtype=dtype,
+                           generator=gen) * 2 - 0.5).requires_grad_(backward)
+    # The backward's sets also hold dO (U(-1, 1), as make_dout's) and the forward's O.
+    n_sets = input_sets(s, l2_bytes) if not backward else 1  # as the harness: one set, L2 flushed
     sets = [(tensor(s["heads"], s["seqlen_q"]), tensor(s["heads_kv"], s["seqlen_k"]),
-             tensor(s["heads_kv"], s["seqlen_k"])) for _ in range(input_sets(s, l2_bytes))]
+             tensor(s["heads_kv"], s["seqlen_k"])) for _ in range(n_sets)]
     flush = torch.empty(2 * max(l2_bytes, 1 << 20), dtype=torch.uint8, device="cuda")
     gqa = {"enable_gqa": True} if s["heads_kv"] != s["heads"] else {}
     a, b = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+    side = torch.cuda.Stream()
+    forwards = []  # the backward's: (O, dO) of each set
 
     def calls():
+        if backward:  # autograd runs each backward kernel on its forward's stream: `side`
+            for (q, k, v), (o, do) in zip(sets, forwards):
+                torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+            return
         for q, k, v in sets:
             F.scaled_dot_product_attention(q, k, v, is_causal=s["causal"], **gqa)
     with backend:
+        if backward:  # the forwards, once, on the stream the backward is captured on
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for q, k, v in sets:
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=s["causal"], **gqa)
+                    do = torch.rand(o.shape, device="cuda", dtype=dtype, generator=gen) * 2 - 1
+                    forwards.append((o, do))
+            torch.cuda.current_stream().wait_stream(side)
         calls()  # the backend runs this shape at all (else RuntimeError), and has warmed up
         run, method = calls, "one call at a time"
         try:
-            side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 calls()  # capture wants its first calls made on a side stream
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, **({"stream": side} if backward else {})):
                 calls()
             run, method = graph.replay, "CUDA graph"
         except RuntimeError:
@@ -139,6 +159,9 @@ def main():
                     help="seconds after which no new shape is started (exit status 3)")
     ap.add_argument("--require-gpu", action="store_true",
                     help="exit 1 instead of 0 where PyTorch or its GPU is missing")
+    ap.add_argument("--backward", action="store_true",
+                    help="time each backend's backward (rows torch_sdpa_<backend>_backward, "
+                         "2.5 times the forward's FLOPs, as step 6's)")
     args = ap.parse_args()
     started = time.monotonic()
     wanted = args.backends.split(",")
@@ -184,14 +207,15 @@ def main():
             for name in wanted:
                 try:
                     ms, method = time_sdpa(torch, F, s, sdpa_kernel(kinds[name]), args.iters,
-                                           args.warmup, l2_bytes)
+                                           args.warmup, l2_bytes, args.backward)
                 except RuntimeError as e:  # a backend that does not support this shape or GPU
                     print(f"bench_torch: {name} {s['dtype']} {bench.describe(s)}: not available "
                           f"({str(e).splitlines()[0]})")
                     continue
-                fl = bench.flops(s)
+                fl = bench.flops(s) * (BACKWARD_FLOPS if args.backward else 1)
+                label = f"torch_sdpa_{name}" + ("_backward" if args.backward else "")
                 row = {c: "" for c in columns}
-                row.update(step=f"torch_sdpa_{name}", backend="gpu",
+                row.update(step=label, backend="gpu",
                            device=torch.cuda.get_device_name(0), dtype=s["dtype"],
                            batch=s["batch"], heads=s["heads"], heads_kv=s["heads_kv"],
                            seqlen_q=s["seqlen_q"], seqlen_k=s["seqlen_k"], dim=s["dim"],
@@ -204,7 +228,7 @@ def main():
                            .strftime("%Y-%m-%dT%H:%M:%SZ"))
                 w.writerow({c: row[c] for c in columns})
                 f.flush()
-                print(f"bench_torch: torch_sdpa_{name:9s} {s['dtype']} {bench.describe(s):40s} "
+                print(f"bench_torch: {label:28s} {s['dtype']} {bench.describe(s):40s} "
                       f"{ms:.4f} ms {fl / (ms * 1e-3) / 1e12:8.2f} TFLOPS ({method})", flush=True)
     if left:
         print(f"bench_torch: the budget of {args.budget:g} s was spent with {left} shapes left")

@@ -289,6 +289,11 @@ def shape_of(r):
             + (" causal" if r["causal"] == "1" else ""))
 
 
+def is_backward(r):
+    """A row of the backward pass: step 6 or a rung of it, or an SDPA backend's backward."""
+    return r["step"].startswith("step6_backward") or r["step"].endswith("_backward")
+
+
 def is_ladder(r):
     return (f"--batch {r['batch']} --heads {r['heads']} --seq {r['seqlen_q']} --dim {r['dim']} "
             f"--dtype {r['dtype']}" in LADDER_SHAPES and r["causal"] == "0")
@@ -296,7 +301,9 @@ def is_ladder(r):
 
 def timing_section(rows, peaks):
     """Every kernel at the ladder's shapes (time, TFLOPS, the two shares), then the grid's TFLOPS
-    with a column per kernel, one table per dtype."""
+    with a column per kernel, one table per dtype; then the backward's (backward_section)."""
+    back = [r for r in rows if is_backward(r)]
+    rows = [r for r in rows if not is_backward(r)]
     if not rows:
         return "No timings (the stage did not run or wrote nothing)."
     mm, bw = peaks.get("bf16_matmul"), peaks.get("copy_bandwidth")
@@ -334,6 +341,36 @@ def timing_section(rows, peaks):
                    + table(["shape"] + names,
                            [[sh] + [cell.get((sh, n), "") for n in names]
                             for sh in dict.fromkeys(shape_of(r) for r in mine)]))
+    out.append(backward_section(back, mm))
+    return "\n\n".join(out)
+
+
+def backward_section(rows, mm):
+    """The backward pass at the ladder's shapes: step 6's own kernel and its rungs in the ladder's
+    order, then SDPA's backends' backward, each row's time, TFLOPS and share of the bf16 rate."""
+    ladder = [r for r in rows if is_ladder(r)]
+    if not ladder:
+        return "**The backward pass**: no timings (the stage ran out before them, or is older)."
+    ladders = _script("ladders")
+    order = [ladders.run_name("step6_backward", rung)  # the rungs, the step's own kernel last
+             for rung, _ in ladders.LADDERS["step6_backward"]]
+    seen = list(dict.fromkeys(r["step"] for r in ladder))
+    names = sorted(seen, key=lambda n: (order.index(n) if n in order else len(order),
+                                        seen.index(n)))
+    by = {(shape_of(r), r["step"]): r for r in ladder}
+    out = ["**The backward pass** (dQ, dK, dV from dO and the forward's O and LSE; FLOPs 2.5 "
+           "times the forward's, FlashAttention's convention; SDPA's backends timed on their own "
+           "backward, the forward run before)"]
+    for shape in dict.fromkeys(shape_of(r) for r in ladder):
+        cells = []
+        for n in names:
+            r = by.get((shape, n))
+            if r:
+                tf = float(r["tflops"])
+                cells.append([n, f"{1e3 * float(r['time_ms']):.4g}", f"{tf:.1f}",
+                              f"{100 * tf / mm:.0f}%" if mm else "-"])
+        out.append(f"**{shape}, backward**\n\n" + table(["kernel", "us", "TFLOPS",
+                                                         "of bf16 matmul"], cells))
     return "\n\n".join(out)
 
 
@@ -436,7 +473,7 @@ def chart(rows, title, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return "no chart: matplotlib is not installed here"
-    ladder = [r for r in rows if is_ladder(r)]
+    ladder = [r for r in rows if is_ladder(r) and not is_backward(r)]  # the forward's ladder
     if not ladder:
         return "no chart: no timings at the ladder's shapes"
     shapes_seen = list(dict.fromkeys(shape_of(r) for r in ladder))
@@ -640,7 +677,7 @@ def microseconds(r):
 
 def chapter_table(step, run, rows):
     """The chapter's kernels at the ladder's shapes, TFLOPS and time, beside SDPA and cuBLAS."""
-    ladder = [r for r in rows if is_ladder(r)]
+    ladder = [r for r in rows if is_ladder(r) and not is_backward(r)]
     shapes_seen = list(dict.fromkeys(shape_of(r) for r in ladder))
     by = {}
     for r in ladder:  # a tuned step runs several tile configurations: the table shows the fastest

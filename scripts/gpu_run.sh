@@ -17,7 +17,9 @@
 #      steps' own kernels first, then the rungs, as far as each tool's share of the budget reaches;
 #   c. timings with CUDA events: the bf16 matrix-product rate and copy bandwidth of this GPU; every
 #      kernel at seed 004's shape and at S = 4096, D = 128; PyTorch SDPA's flash, efficient and
-#      cuDNN backends at every shape; the steps' own kernels and cuBLAS on the FlashAttention grid;
+#      cuDNN backends at every shape; the backward (step 6 and its rungs, SDPA's backends'
+#      backward) at the first two shapes; the steps' own kernels and cuBLAS on the FlashAttention
+#      grid;
 #   d. Nsight Compute on every kernel at one small shape, beside what the CPU backend counted;
 #   e. the Python package on CUDA tensors in place (the bundle's python/tests/test_cuda.py), and
 #      flashsteps.benchmark: steps 4 and 5 beside SDPA's backends (python -m flashsteps benchmark).
@@ -39,7 +41,7 @@ while (($#)); do
     --budget) budget=${2:-}; shift 2 || fail "$usage" ;;
     --rehearse) rehearse=1; shift ;;
     --python) py=${2:-}; shift 2 || fail "$usage" ;;
-    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) fail "unknown option $1 ($usage)" ;;
     *) if [[ -z $bundle ]]; then bundle=$1; elif [[ -z $out ]]; then out=$1; else fail "$usage"; fi
        shift ;;
@@ -211,6 +213,14 @@ timings() {  # exit status: 1 if a part failed, else 3 if one ran out of its bud
   "$py" "$bundle/scripts/bench_torch.py" --shapes "$work/ladder.txt" --shapes "$work/fa.txt" \
     --backends flash,efficient,cudnn --suite "$suite" --commit "$commit" \
     --budget $((l * 25 / 100)) --require-gpu --out "$out/timings.csv"
+  note
+  # The backward at the ladder's shapes: step 6 and its rungs, then SDPA's backends' backward.
+  "$suite" time --shapes "$work/ladder.txt" --kernels steps,rungs --backward \
+    --csv "$out/timings.csv" --budget $((l * 10 / 100)) --hang 20
+  note
+  "$py" "$bundle/scripts/bench_torch.py" --shapes "$work/ladder.txt" --backward \
+    --backends flash,efficient,cudnn --suite "$suite" --commit "$commit" \
+    --budget $((l * 5 / 100)) --require-gpu --out "$out/timings.csv"
   note
   # The grid: what the stage has left, less 10 s for the last (kernel, shape) pair to finish.
   "$suite" time --shapes "$work/fa.txt" --kernels steps,baseline --csv "$out/timings.csv" \

@@ -11,7 +11,8 @@ constexpr char kUsage[] =
     "attn_suite: every kernel of the course in one process (scripts/gpu_run.sh, docs/gpus.md)\n"
     "  attn_suite list [--kernels SETS]           the kernels: label, step, the step's flags\n"
     "  attn_suite check [options]                 each over the test matrix, against FP64\n"
-    "  attn_suite time --shapes FILE [options]    each over the shapes of FILE, timed\n"
+    "  attn_suite time --shapes FILE [options]    each over the shapes of FILE, timed (the\n"
+    "                                             forward's kernels, or with --backward step 6's)\n"
     "  attn_suite peaks [--csv FILE]              bf16 matrix-product rate, copy bandwidth\n"
     "  attn_suite run STEP [STEP's flags]         one step's executable (STEP --help)\n"
     "  attn_suite build                           GPU architectures, toolkit, commit\n"
@@ -87,6 +88,8 @@ int main(int argc, char** argv) {
   time_cmd->add_option("--cap-ms", t.cap_ms, "leave out runs predicted to take longer")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  time_cmd->add_flag("--backward", t.backward,
+                     "time the backward kernels of the sets (step 6 and its rungs) instead");
 
   CLI::App* build_cmd = app.add_subcommand("build", "what this binary was built from and for");
   CLI::App* peaks_cmd =

@@ -2,7 +2,8 @@
 // (scripts/gpu_run.sh, docs/gpus.md). Its modes:
 //   list    the kernels: every step's own kernel (each variant), every rung, every configuration;
 //   check   each of them over the test matrix and the tile-boundary shapes, fresh inputs each run;
-//   time    each of them over a file of shapes, timed with the harness's method;
+//   time    each of them over a file of shapes, timed with the harness's method (the forward
+//           kernels, or with --backward the backward's);
 //   peaks   the GPU's bf16 matrix-product rate and device-to-device copy bandwidth;
 //   run     one step's own executable (its command line), for the profilers.
 #pragma once
@@ -97,6 +98,7 @@ struct TimeArgs : RunArgs {
   std::string shapes;
   int iters = 20, warmup = 2;
   double cap_ms = 40;
+  bool backward = false;  // the backward kernels of the sets instead of the forward ones
 };
 int time(const TimeArgs& args);
 

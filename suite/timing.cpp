@@ -7,13 +7,17 @@
 // shared by every kernel. A kernel whose run the shapes before predict to take longer than --cap-ms
 // (its time per FLOP so far, times this shape's FLOPs) is not timed on it, and the log says so:
 // a slow unfused step on a 16k-token problem would take the whole budget.
+// --backward times the backward kernels instead (step 6 and its rungs, FLOPs counted as 2.5 times
+// the forward's, docs/benchmarking.md), each shape's dO, O and LSE made once from the FP64 forward.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "common/backend.h"
+#include "common/reference.h"
 #include "common/report.h"
 #include "common/tensors.h"
 #include "suite/suite.h"
@@ -67,9 +71,12 @@ int time(const TimeArgs& args) {
   std::vector<attn::Problem> shapes;
   try {
     ks = kernels(args.kernel_sets);
-    // The ladder and its chart are the forward pass's, beside SDPA's forward: step 6's backward is
-    // checked (attn_suite check), not timed here.
-    std::erase_if(ks, [](const Kernel& k) { return k.step->backward; });
+    // The forward kernels, or with --backward the backward's (step 6 and its rungs) alone: the
+    // two are timed apart, each beside SDPA's own (scripts/bench_torch.py [--backward]).
+    std::erase_if(ks, [&](const Kernel& k) { return k.step->backward != args.backward; });
+    if (ks.empty())
+      throw std::invalid_argument("--kernels " + args.kernel_sets + ": no " +
+                                  (args.backward ? "backward" : "forward") + " kernel in them");
     shapes = read_shapes(args.shapes);
     if (const std::string why = backend_unavailable(args.backend); !why.empty())
       throw std::invalid_argument(why);
@@ -95,6 +102,16 @@ int time(const TimeArgs& args) {
   int timed = 0, failed = 0, left = 0;
   for (const attn::Problem& p : shapes) {
     const attn::HostInputs in = attn::make_inputs(p);
+    // A backward's dO and the forward's O and LSE (the FP64 forward's, as a step's run makes them
+    // when unchecked), made once a shape and shared by its kernels, as Q, K and V are.
+    std::optional<attn::BackwardInputs> bin;
+    if (args.backward && !budget.spent()) {
+      attn::ReferenceGrads fwd;
+      attn::Reference f = attn::reference_attention(p, in);
+      fwd.o = std::move(f.o);
+      fwd.lse = std::move(f.lse);
+      bin = attn::backward_inputs(p, attn::make_dout(p), fwd);
+    }
     for (const Kernel& k : ks) {
       if (budget.spent()) {
         ++left;
@@ -109,6 +126,7 @@ int time(const TimeArgs& args) {
       attn::Options o = k.options(base);
       o.problem = p;
       o.inputs = &in;
+      o.backward_inputs = bin ? &*bin : nullptr;
       watchdog.arm(k.label + " on " + p.describe());
       const attn::RunOutcome r = attn::run_step(*k.step, o);
       watchdog.disarm();

@@ -312,13 +312,25 @@ class GpuRun(unittest.TestCase):
                                    seqlen_q=str(seq), seqlen_k=str(seq), dim=str(d),
                                    tflops=str(1 + len(ladder)), time_ms="0.5", config=""))
         grid = [dict(ladder[0], seqlen_q="2048", seqlen_k="2048", batch="8", causal="1")]
-        text = gpu_report.timing_section(ladder + grid, {"bf16_matmul": 700.0,
-                                                         "copy_bandwidth": 3.0})
+        # the backward's rows (attn_suite time --backward, bench_torch.py --backward), at the
+        # ladder's first shape, in an order of their own: the table puts the ladder's first
+        back = [dict(ladder[0], step=name, tflops="70", time_ms="0.25")
+                for name in ("torch_sdpa_flash_backward", "step6_backward",
+                             "step6_backward[math]", "step6_backward[dq]")]
+        text = gpu_report.timing_section(ladder + grid + back, {"bf16_matmul": 700.0,
+                                                                "copy_bandwidth": 3.0})
         self.assertIn("**fp16 B=1 H=8 S=512 D=64**", text)
         self.assertIn("| step4_tensorcore[swizzle] | 500 |", text)
         self.assertIn("| fp16 B=8 H=8 S=2048 D=64 causal |", text)  # the grid's table
+        forward, backward = text.split("**The backward pass**")
+        self.assertNotIn("step6_backward", forward)  # nor in the grid's columns
+        self.assertNotIn("_backward", forward)
+        self.assertIn("| step6_backward[math] | 250 | 70.0 | 10% |\n"
+                      "| step6_backward[dq] | 250 | 70.0 | 10% |\n"
+                      "| step6_backward | 250 | 70.0 | 10% |\n"
+                      "| torch_sdpa_flash_backward | 250 | 70.0 | 10% |", backward)
         png = self.tmp / "chart.png"
-        note = gpu_report.chart(ladder, "a title", png)
+        note = gpu_report.chart(ladder + back, "a title", png)
         self.assertEqual(note, "")
         self.assertGreater(png.stat().st_size, 10000)
 
@@ -335,6 +347,20 @@ class GpuRun(unittest.TestCase):
             rows = list(csv.DictReader(f))
         self.assertEqual(len(rows), 12)  # six kernels, two shapes
         self.assertEqual({r["seqlen_q"] for r in rows}, {"33", "17"})
+        # --backward: step 6 and its rungs alone, their FLOPs 2.5 times the forward's
+        back = self.tmp / "b.csv"
+        r = run(suite, "time", "--backend", "cpu", "--shapes", shapes, "--kernels", "steps,rungs",
+                "--backward", "--iters", "1", "--warmup", "0", "--csv", back)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(back) as f:
+            brows = list(csv.DictReader(f))
+        self.assertEqual(len(brows), 14)  # seven kernels of step 6, two shapes
+        self.assertEqual({r["step"].split("[")[0] for r in brows}, {"step6_backward"})
+        fwd = {(r["seqlen_q"], r["dim"]): float(r["flops"]) for r in rows}
+        for b in brows:
+            self.assertAlmostEqual(float(b["flops"]), 2.5 * fwd[(b["seqlen_q"], b["dim"])])
+        self.assert_refused(run(suite, "time", "--shapes", shapes, "--kernels", "baseline",
+                                "--backward"), "no backward kernel in them")
         shapes.write_text("--seq 17 --rung 2\n")
         self.assert_refused(run(suite, "time", "--shapes", shapes), "problem's flags alone")
         # a run longer than --hang counts as a hang: the process ends, naming it (exit status 4)
