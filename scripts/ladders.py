@@ -23,7 +23,8 @@ LADDERS = {
     "step6_backward": [("math", "rung1_math.cu"), ("atomics", "rung2_atomics.cu"),
                        ("tiles", "rung3_tiles.cu"), ("mma", "rung4_mma.cu"),
                        ("registers", "rung5_registers.cu"), ("dq", "rung6_dq.cu"),
-                       ("deterministic", "attention.cu")],
+                       ("deterministic", "rung7_deterministic.cu"),
+                       ("pipeline", "attention.cu")],
 }
 # The variant a ladder leads to (its last rung), for the steps whose ladder starts from another.
 VARIANT = {"step5_warpspecialized": "sm90a"}

@@ -1,16 +1,15 @@
-// Step 6, rung 7: a deterministic dQ, in a pass of its own.
+// Step 6, rung 8: the tiles a block walks stream through a two-stage cp.async pipeline.
 //
 //   delta_kernel  D_i = rowsum(dO_i * O_i)
-//   dkdv_kernel   as in rung 6, without dQ: each block's dK and dV, on tensor cores
-//   dq_kernel     one block per 64 query rows of a head (four warps of 16, as in step 4's
-//                 forward); it walks the key tiles the rows see, computes S and dP for its rows
-//                 again (mma.sync), dS in registers, and dQ += dS K from those registers (the
-//                 accumulators of dS are its A fragments, K's B fragments come through
-//                 ldmatrix.trans), and writes scale dQ once, rounded
+//   dkdv_kernel   as in rung 7; the next query tile's Q and dO are copied (cp.async) into the
+//                 second of two buffers while the warps compute on the first
+//   dq_kernel     as in rung 7; the next key tile's K and V likewise
 //
-// Every element of dQ is now summed by one thread, over the keys in order: no atomics, no FP32
-// copy of dQ, and the same bits from run to run and under every schedule. The price is S and dP
-// computed twice, seven matrix products where rungs 4-6 had five.
+// In rung 7 every tile's loads went through registers and a barrier stopped the block until they
+// had landed: the tensor cores idle for a memory round trip a tile. Now the copy of tile n + 1 is
+// in flight while tile n is computed (step 4's rung 5, with two stages), and a thread waits only
+// for the copies of the tile it is about to read. The arithmetic and its order are rung 7's: the
+// same bits.
 #include "common/ptx.h"
 #include "common/tiles.h"
 
@@ -36,9 +35,25 @@ constexpr int Br = 16, Bc = 64, kThreads = 128;  // query rows a tile, keys a bl
 // bytes from each of 8 consecutive rows, and rows 2 D + 16 bytes apart start in different banks.
 constexpr int kPad = 8;
 constexpr int kRowsQ = 64;  // query rows of a dq_kernel block: four warps of 16
+constexpr int kStages = 2;  // buffers of the tile a block walks: one computed, one in flight
+
+// load_rows_16B's copy as cp.async: no registers, and nothing waits for it until cp_async_wait.
+// Rows at or past `valid_rows` are filled with zeros (a source size of 0 bytes).
+template <int D, typename T>
+__device__ __forceinline__ void load_rows_async(T* smem, int stride, const T* gmem, int n_rows,
+                                                int valid_rows) {
+  constexpr int kVecsPerRow = D / 8;
+  for (int v = threadIdx.x; v < n_rows * kVecsPerRow; v += blockDim.x) {
+    const int row = v / kVecsPerRow, col = v % kVecsPerRow * 8;
+    const bool valid = row < valid_rows;
+    attn::cp_async_16(smem + row * stride + col, gmem + (valid ? int64_t(row) * D + col : 0),
+                      valid ? 16 : 0);
+  }
+}
 
 // One block per Bc keys of a key/value head, a warp per 16 of them. Shared memory: K and V of its
-// keys and Q and dO of the query tile (rows D + kPad long); dK and dV are in the warps' registers.
+// keys and two buffers of a query tile's Q and dO (rows D + kPad long); dK and dV are in the warps'
+// registers.
 template <typename T, int D>
 __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   constexpr int S = D + kPad;  // a shared row of K, V, Q or dO
@@ -48,21 +63,44 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int kw = 16 * warp;  // the warp's first key
   T* Ks = attn::shared_memory<T>();
-  T *Vs = Ks + Bc * S, *Qs = Vs + Bc * S, *dOs = Qs + Br * S;
+  T *Vs = Ks + Bc * S, *Qbuf = Vs + Bc * S, *dObuf = Qbuf + kStages * Br * S;
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
-  // Keys past the end: zeros, never seen.
-  attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
-  attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
+  // The query tiles of the group's heads, numbered n = (h - hk group) q_tiles + i0 / Br; the
+  // block computes those a row of which sees one of its keys, the s-th of them from buffer
+  // s % kStages.
+  const int q_tiles = (p.seqlen_q + Br - 1) / Br, n_tiles = group * q_tiles;
+  auto next_tile = [&](int n) {  // the first tile after n that the block computes
+    do ++n;
+    while (n < n_tiles && attn::tile_keys_end(p, b, n % q_tiles * Br, Br) <= j0);
+    return n;
+  };
+  auto load_tile = [&](int n, int stage) {
+    const int i0 = n % q_tiles * Br;
+    const int64_t row0 = (int64_t(b) * p.heads + hk * group + n / q_tiles) * p.seqlen_q + i0;
+    load_rows_async<D>(Qbuf + stage * Br * S, S, static_cast<const T*>(p.q) + row0 * D, Br,
+                       p.seqlen_q - i0);
+    load_rows_async<D>(dObuf + stage * Br * S, S, static_cast<const T*>(p.dout) + row0 * D, Br,
+                       p.seqlen_q - i0);
+  };
+  // K and V (keys past the end: zeros, never seen) in one group with the first query tile.
+  load_rows_async<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
+  load_rows_async<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
+  if (next_tile(-1) < n_tiles) load_tile(next_tile(-1), 0);
+  attn::cp_async_commit();
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};  // the warp's 16 keys x D, as accumulator tiles
-  for (int h = hk * group; h < (hk + 1) * group; ++h)
+  for (int h = hk * group, s = 0; h < (hk + 1) * group; ++h)
     for (int i0 = 0; i0 < p.seqlen_q; i0 += Br) {
       if (attn::tile_keys_end(p, b, i0, Br) <= j0) continue;  // no row of the tile sees a key
       const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
-      __syncthreads();  // the tile before is done with Qs and dOs
-      attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, Br, p.seqlen_q - i0);
-      attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, Br, p.seqlen_q - i0);
-      __syncthreads();
+      const int stage = s++ % kStages;
+      const T *Qs = Qbuf + stage * Br * S, *dOs = dObuf + stage * Br * S;
+      __syncthreads();  // every warp is done with the tile before, whose buffer the next takes
+      if (const int after = next_tile((h - hk * group) * q_tiles + i0 / Br); after < n_tiles)
+        load_tile(after, (stage + 1) % kStages);
+      attn::cp_async_commit();             // (an empty group when there is no next tile)
+      attn::cp_async_wait<kStages - 1>();  // all but the newest group: this tile has landed ...
+      __syncthreads();                     // ... for every thread's copies
       // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 16 rows, two accumulator tiles of
       // 8 rows each: the A fragments of K and V as in rung 4, and one ldmatrix.x4 of Q (and of
       // dO) gives the B fragments of both tiles, as step 4 loads K for two key tiles.
@@ -123,6 +161,8 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
         attn::mma_m16n8k16<T>(dk[dt + 1], dsa, {qb[2], qb[3]}, dk[dt + 1]);
       }
     }
+  attn::cp_async_wait<0>();  // nothing may be in flight when the block exits (K and V, where it
+                             // computed no tile)
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt)
 #pragma unroll
@@ -137,25 +177,37 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
 }
 
 // One block per kRowsQ query rows of a head, a warp per 16 of them: dQ of those rows, summed in
-// registers over the key tiles the rows see, in order. Shared memory: Q and dO of the rows, and K
-// and V of one key tile.
+// registers over the key tiles the rows see, in order. Shared memory: Q and dO of the rows, and
+// two buffers of a key tile's K and V.
 template <typename T, int D>
 __global__ void dq_kernel(const BackwardParams p, const float* delta) {
   constexpr int S = D + kPad;
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads, i0 = blockIdx.y * kRowsQ;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   T* Qs = attn::shared_memory<T>();
-  T *dOs = Qs + kRowsQ * S, *Ks = dOs + kRowsQ * S, *Vs = Ks + Bc * S;
+  T *dOs = Qs + kRowsQ * S, *Kbuf = dOs + kRowsQ * S, *Vbuf = Kbuf + kStages * Bc * S;
   const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
   const int64_t kv0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
-  attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, kRowsQ, p.seqlen_q - i0);
-  attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, kRowsQ, p.seqlen_q - i0);
+  const int keys_end = attn::tile_keys_end(p, b, i0, kRowsQ);
+  auto load_tile = [&](int j0, int stage) {  // the key tile at j0 into buffer `stage`
+    load_rows_async<D>(Kbuf + stage * Bc * S, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc,
+                       p.seqlen_k - j0);
+    load_rows_async<D>(Vbuf + stage * Bc * S, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc,
+                       p.seqlen_k - j0);
+  };
+  // Q and dO in one group with the first key tile.
+  load_rows_async<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, kRowsQ, p.seqlen_q - i0);
+  load_rows_async<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, kRowsQ, p.seqlen_q - i0);
+  if (keys_end > 0) load_tile(0, 0);
+  attn::cp_async_commit();
   float dq[D / 8][4] = {};  // the warp's 16 rows x D
-  for (int j0 = 0; j0 < attn::tile_keys_end(p, b, i0, kRowsQ); j0 += Bc) {
-    __syncthreads();  // the tile before is done with Ks and Vs (and Q, dO have landed)
-    attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
-    attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
-    __syncthreads();
+  for (int j0 = 0, s = 0; j0 < keys_end; j0 += Bc, ++s) {
+    const T *Ks = Kbuf + s % kStages * Bc * S, *Vs = Vbuf + s % kStages * Bc * S;
+    __syncthreads();  // every warp is done with tile s - 1, whose buffer the next tile takes
+    if (j0 + Bc < keys_end) load_tile(j0 + Bc, (s + 1) % kStages);
+    attn::cp_async_commit();             // (an empty group when there is no next tile)
+    attn::cp_async_wait<kStages - 1>();  // all but the newest group: tile s has landed ...
+    __syncthreads();                     // ... for every thread's copies
     // S = Q K^T and dP = dO V^T for the warp's 16 rows, as step 4's S: Q and dO rows are A
     // fragments, K and V rows (stored [key][d]) B fragments, two key tiles per ldmatrix.x4.
     float qk[Bc / 8][4] = {}, dov[Bc / 8][4] = {};
@@ -209,6 +261,7 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
         attn::mma_m16n8k16<T>(dq[dt + 1], dsa[kc], {kb[2], kb[3]}, dq[dt + 1]);
       }
   }
+  attn::cp_async_wait<0>();  // nothing may be in flight when the block exits
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt)
 #pragma unroll
@@ -225,16 +278,16 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
   const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q;
   float* delta = ctx.scratch<float>("D", rows);
   const unsigned bhk = p.batch * p.heads_kv, bh = p.batch * p.heads;
-  // The tallest query tile (the dq_kernel's) and a block's keys, one buffer of them.
-  ctx.tile = {kRowsQ, Bc, 1};
+  // The tallest query tile (the dq_kernel's), a block's keys, and the buffers of the tiles walked.
+  ctx.tile = {kRowsQ, Bc, kStages};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::launch(delta_kernel<T>, {dim3(static_cast<unsigned>((rows + 127) / 128)), dim3(128)}, p,
                  delta);
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
-      const size_t smem = (2 * Bc + 2 * Br) * (D + kPad) * sizeof(T);
+      const size_t smem = (2 * Bc + 2 * kStages * Br) * (D + kPad) * sizeof(T);
       attn::launch(dkdv_kernel<T, D>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem},
                    p, static_cast<const float*>(delta));
-      const size_t dq_smem = (2 * kRowsQ + 2 * Bc) * (D + kPad) * sizeof(T);
+      const size_t dq_smem = (2 * kRowsQ + 2 * kStages * Bc) * (D + kPad) * sizeof(T);
       const unsigned q_tiles = (p.seqlen_q + kRowsQ - 1) / kRowsQ;
       attn::launch(dq_kernel<T, D>, {dim3(1, q_tiles, bh), dim3(kThreads), dq_smem}, p,
                    static_cast<const float*>(delta));

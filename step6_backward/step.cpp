@@ -21,6 +21,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung6 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung7 {
+ATTN_KERNEL_ENTRIES
+}
 
 // The tensor-core kernel is instantiated for these head dims only (attn::dispatch_head_dim); the
 // rungs before it loop over D at run time, and are held to the same list.
@@ -50,8 +53,11 @@ attn::StepInfo info() {
       ATTN_RUNG("dq",
                 "dQ on tensor cores too: dS^T through shared memory in the dtype, ldmatrix.trans",
                 rung6),
-      {"deterministic", "dQ in a pass of its own, summed in registers: no atomics, the same bits",
-       &cpu::run, ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
+      ATTN_RUNG("deterministic",
+                "dQ in a pass of its own, summed in registers: no atomics, the same bits", rung7),
+      {"pipeline",
+       "the next tile's copies (cp.async) in flight while the warps compute on this one", &cpu::run,
+       ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
   };
   return s;
 }

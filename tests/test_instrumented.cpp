@@ -44,6 +44,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step6::rung6::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step6::rung7::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step2::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -173,11 +176,13 @@ std::string line_of(const std::string& file, const std::string& text) {
 TEST_CASE("instrumented step1 passes the matrix with no access reported", "[instrumented]") {
   run_matrix({.name = "step1_naive", .cpu = &step1::counted::run}, "forward");
 }
-// No K/V ring in any of step 6's kernels: the long problems are left out (run_matrix). Two
-// tests, so that CTest runs them side by side.
+// The long problems are left out (run_matrix): step 6's own kernel reuses each of its two
+// buffers in the shorter ones (the test "the shorter problems reach step 6's tiles"), and no rung
+// before it has a ring. Two tests, so that CTest runs them side by side.
 TEST_CASE("instrumented step6 and its tensor-core rungs pass the matrix with no access reported",
           "[instrumented]") {
   for (const auto& [name, fn] : {std::pair{"step6_backward", &step6::counted::run},
+                                 {"step6_backward[deterministic]", &step6::rung7::counted::run},
                                  {"step6_backward[dq]", &step6::rung6::counted::run},
                                  {"step6_backward[registers]", &step6::rung5::counted::run},
                                  {"step6_backward[mma]", &step6::rung4::counted::run}})

@@ -157,6 +157,7 @@ STEP_RUNG_MATRIX_TESTS("step6_backward", "tiles")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "mma")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "registers")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "dq")
+STEP_RUNG_MATRIX_TESTS("step6_backward", "deterministic")
 STEP_RUNG_MATRIX_TESTS("step2_tiled", "tiles")
 STEP_RUNG_MATRIX_TESTS("step2_tiled", "warps")
 STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "mma")
@@ -352,9 +353,10 @@ TEST_CASE("the matrix wraps every kernel's K/V stages twice and gives it three q
   });
 }
 
-// Rung 6.7's promise: dQ, dK and dV are the same bits under every schedule of the CPU backend
-// (so from run to run on a GPU too). Rung 6.6, which adds dQ with atomicAdd, is the contrast: its
-// dQ changes with the order in which the blocks reach an element, which the schedules vary.
+// Rung 6.7's promise, which the step's own kernel (6.8) keeps: dQ, dK and dV are the same bits
+// under every schedule of the CPU backend (so from run to run on a GPU too). Rung 6.6, which adds
+// dQ with atomicAdd, is the contrast: its dQ changes with the order in which the blocks reach an
+// element, which the schedules vary.
 TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq's dQ is not",
           "[steps]") {
   const attn::StepInfo& step = step_named("step6_backward");
@@ -383,6 +385,11 @@ TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq
     CHECK(g.dk == first.dk);
     CHECK(g.dv == first.dv);
   }
+  // The pipeline changed how tiles arrive, not what is computed: rung 6.7's bits.
+  const attn::Gradients unpipelined = grads("deterministic", "forward");
+  CHECK(unpipelined.dq == first.dq);
+  CHECK(unpipelined.dk == first.dk);
+  CHECK(unpipelined.dv == first.dv);
   const attn::Gradients atomics = grads("dq", "forward");
   int differ = 0;
   for (const std::string& schedule : schedules) differ += grads("dq", schedule).dq != atomics.dq;
@@ -420,6 +427,11 @@ TEST_CASE("the shorter problems reach step 6's tiles", "[steps]") {
                      << " key tiles of " << tile.rows << " x " << tile.keys);
       CHECK(r.first >= 3);
       CHECK(r.second >= 3);
+      // The buffers a block walks its tiles through (the step's own kernel has two): the first
+      // is used again, in each walk (the dq_kernel's key tiles, the dkdv_kernel's query tiles,
+      // four times as many as these 64-row ones).
+      CHECK((r.second - 1) / tile.stages >= 1);
+      CHECK((r.first - 1) / tile.stages >= 1);
     }
   }
 }
@@ -531,6 +543,49 @@ TEST_CASE("step4 without the barrier at the end of its tile loop: a reported rac
                             Catch::Contains("issued into them at step4_tensorcore/attention.cu:" +
                                             std::to_string(cp_async)) &&
                             Catch::Contains("has not landed"));
+}
+
+// Step 6's pipeline (rung 6.8) has step 4's three ways to go wrong: no cp.async wait, no barrier
+// after it (a thread reads the copies of another before they land for it), and no barrier before
+// the next tile's copies (a warp refills the buffer others still read). Each is caught.
+TEST_CASE("step6 without its cp.async wait or either barrier of its pipeline fails",
+          "[step6_backward]") {
+  const auto run = [](const std::string& schedule) {
+    attn::Options o;
+    o.problem = attn_test::make(1, 2, 1, 100, 150, 64, attn::DType::fp16, true);
+    o.iters = 0;
+    o.warmup = 0;
+    o.backend = "cpu";
+    o.schedule = schedule;
+    return attn::run_step(step_named("step6_backward"), o);
+  };
+  const auto passes = [&](const std::string& schedule) {
+    const attn::RunOutcome r = run(schedule);
+    return r.exit_code == 0 && r.row.check.passed;
+  };
+  const std::string file = "step6_backward/attention.cu";
+  const int refill = line_of(file, "every warp is done with the tile before");
+  const int landed = line_of(file, "for every thread's copies");
+  const int cp_async = line_of(file, "attn::cp_async_16(");
+  REQUIRE(refill > 0);
+  REQUIRE(landed > 0);
+  REQUIRE(passes("greedy"));
+  simt::testing::skip_cp_async_wait(true);
+  CHECK_FALSE(passes("forward"));
+  simt::testing::skip_cp_async_wait(false);
+  simt::testing::skip_barrier_at(file.c_str(), landed);
+  CHECK_FALSE(passes("forward"));
+  // The greedy schedule runs warp 0 a tile ahead: its refill's destination is pending from its
+  // issue, and a warp still reading the tile there reports it.
+  simt::testing::skip_barrier_at(file.c_str(), refill);
+  const attn::RunOutcome r = run("greedy");
+  simt::testing::skip_barrier_at(nullptr, 0);
+  INFO(r.message);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.message,
+             Catch::Contains("ldmatrix at " + file + ":") &&
+                 Catch::Contains("issued into them at " + file + ":" + std::to_string(cp_async)) &&
+                 Catch::Contains("has not landed"));
 }
 
 // Every tile configuration of step 4 (the default is the matrix above) passes the matrix under
