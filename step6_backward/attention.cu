@@ -37,16 +37,20 @@ constexpr int kPad = 8;
 constexpr int kRowsQ = 64;  // query rows of a dq_kernel block: four warps of 16
 constexpr int kStages = 2;  // buffers of the tile a block walks: one computed, one in flight
 
-// load_rows_16B's copy as cp.async: no registers, and nothing waits for it until cp_async_wait.
-// Rows at or past `valid_rows` are filled with zeros (a source size of 0 bytes).
-template <int D, typename T>
-__device__ __forceinline__ void load_rows_async(T* smem, int stride, const T* gmem, int n_rows,
+// load_rows_16B's copy of kRows rows as cp.async: no registers, and nothing waits for it until
+// cp_async_wait. Rows at or past `valid_rows` are filled with zeros (a source size of 0 bytes).
+// The block's kThreads threads share the 16-byte pieces, each a fixed number of them: a loop the
+// compiler unrolls whole.
+template <int D, int kRows, typename T>
+__device__ __forceinline__ void load_rows_async(T* smem, int stride, const T* gmem,
                                                 int valid_rows) {
-  constexpr int kVecsPerRow = D / 8;
-  for (int v = threadIdx.x; v < n_rows * kVecsPerRow; v += blockDim.x) {
-    const int row = v / kVecsPerRow, col = v % kVecsPerRow * 8;
+  constexpr int kVecsPerRow = D / 8, kVecs = kRows * kVecsPerRow;
+#pragma unroll
+  for (int k = 0; k < (kVecs + kThreads - 1) / kThreads; ++k) {
+    const int v = k * kThreads + threadIdx.x, row = v / kVecsPerRow, col = v % kVecsPerRow * 8;
+    if (kVecs % kThreads != 0 && v >= kVecs) break;
     const bool valid = row < valid_rows;
-    attn::cp_async_16(smem + row * stride + col, gmem + (valid ? int64_t(row) * D + col : 0),
+    attn::cp_async_16(smem + row * stride + col, gmem + (valid ? row * D + col : 0),
                       valid ? 16 : 0);
   }
 }
@@ -66,38 +70,37 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   T *Vs = Ks + Bc * S, *Qbuf = Vs + Bc * S, *dObuf = Qbuf + kStages * Br * S;
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
-  // The query tiles of the group's heads, numbered n = (h - hk group) q_tiles + i0 / Br; the
-  // block computes those a row of which sees one of its keys, the s-th of them from buffer
-  // s % kStages.
-  const int q_tiles = (p.seqlen_q + Br - 1) / Br, n_tiles = group * q_tiles;
-  auto next_tile = [&](int n) {  // the first tile after n that the block computes
-    do ++n;
-    while (n < n_tiles && attn::tile_keys_end(p, b, n % q_tiles * Br, Br) <= j0);
-    return n;
-  };
-  auto load_tile = [&](int n, int stage) {
-    const int i0 = n % q_tiles * Br;
-    const int64_t row0 = (int64_t(b) * p.heads + hk * group + n / q_tiles) * p.seqlen_q + i0;
-    load_rows_async<D>(Qbuf + stage * Br * S, S, static_cast<const T*>(p.q) + row0 * D, Br,
-                       p.seqlen_q - i0);
-    load_rows_async<D>(dObuf + stage * Br * S, S, static_cast<const T*>(p.dout) + row0 * D, Br,
-                       p.seqlen_q - i0);
+  // The query tiles a row of which sees one of the block's keys: in each head of the group, the
+  // tiles from i_first up to the batch's query length (the keys a tile's rows see only grow down
+  // the head, so the tiles rung 6.7 skipped one by one are those before i_first and the padding
+  // after). The block computes them in order, the s-th from buffer s % kStages.
+  const int len_q = attn::query_length(p, b);
+  int i_first = 0;
+  while (i_first < len_q && attn::tile_keys_end(p, b, i_first, Br) <= j0) i_first += Br;
+  auto load_tile = [&](int h, int i0, int stage) {  // head h's rows i0.. into buffer `stage`
+    const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
+    load_rows_async<D, Br>(Qbuf + stage * Br * S, S, static_cast<const T*>(p.q) + row0 * D,
+                           p.seqlen_q - i0);
+    load_rows_async<D, Br>(dObuf + stage * Br * S, S, static_cast<const T*>(p.dout) + row0 * D,
+                           p.seqlen_q - i0);
   };
   // K and V (keys past the end: zeros, never seen) in one group with the first query tile.
-  load_rows_async<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
-  load_rows_async<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
-  if (next_tile(-1) < n_tiles) load_tile(next_tile(-1), 0);
+  load_rows_async<D, Bc>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, p.seqlen_k - j0);
+  load_rows_async<D, Bc>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, p.seqlen_k - j0);
+  if (i_first < len_q) load_tile(hk * group, i_first, 0);
   attn::cp_async_commit();
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};  // the warp's 16 keys x D, as accumulator tiles
   for (int h = hk * group, s = 0; h < (hk + 1) * group; ++h)
-    for (int i0 = 0; i0 < p.seqlen_q; i0 += Br) {
-      if (attn::tile_keys_end(p, b, i0, Br) <= j0) continue;  // no row of the tile sees a key
+    for (int i0 = i_first; i0 < len_q; i0 += Br) {
       const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
       const int stage = s++ % kStages;
       const T *Qs = Qbuf + stage * Br * S, *dOs = dObuf + stage * Br * S;
       __syncthreads();  // every warp is done with the tile before, whose buffer the next takes
-      if (const int after = next_tile((h - hk * group) * q_tiles + i0 / Br); after < n_tiles)
-        load_tile(after, (stage + 1) % kStages);
+      // The next tile: this head's next one, or the next head's first.
+      if (i0 + Br < len_q)
+        load_tile(h, i0 + Br, (stage + 1) % kStages);
+      else if (h + 1 < (hk + 1) * group)
+        load_tile(h + 1, i_first, (stage + 1) % kStages);
       attn::cp_async_commit();             // (an empty group when there is no next tile)
       attn::cp_async_wait<kStages - 1>();  // all but the newest group: this tile has landed ...
       __syncthreads();                     // ... for every thread's copies
@@ -190,14 +193,14 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
   const int64_t kv0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
   const int keys_end = attn::tile_keys_end(p, b, i0, kRowsQ);
   auto load_tile = [&](int j0, int stage) {  // the key tile at j0 into buffer `stage`
-    load_rows_async<D>(Kbuf + stage * Bc * S, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc,
-                       p.seqlen_k - j0);
-    load_rows_async<D>(Vbuf + stage * Bc * S, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc,
-                       p.seqlen_k - j0);
+    load_rows_async<D, Bc>(Kbuf + stage * Bc * S, S, static_cast<const T*>(p.k) + (kv0 + j0) * D,
+                           p.seqlen_k - j0);
+    load_rows_async<D, Bc>(Vbuf + stage * Bc * S, S, static_cast<const T*>(p.v) + (kv0 + j0) * D,
+                           p.seqlen_k - j0);
   };
   // Q and dO in one group with the first key tile.
-  load_rows_async<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, kRowsQ, p.seqlen_q - i0);
-  load_rows_async<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, kRowsQ, p.seqlen_q - i0);
+  load_rows_async<D, kRowsQ>(Qs, S, static_cast<const T*>(p.q) + row0 * D, p.seqlen_q - i0);
+  load_rows_async<D, kRowsQ>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, p.seqlen_q - i0);
   if (keys_end > 0) load_tile(0, 0);
   attn::cp_async_commit();
   float dq[D / 8][4] = {};  // the warp's 16 rows x D
