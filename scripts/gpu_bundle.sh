@@ -90,9 +90,10 @@ if [[ -n $arch ]]; then
     -DATTN_GPU=ON -DATTN_BUILD_TESTS=OFF -DATTN_PYTHON_MODULE=ON \
     -DPython_EXECUTABLE="$venv/bin/python" -U '_Python_*' >/dev/null  # found afresh: another Python's headers may be cached
   targets=(attn_suite _core)
-  grep -q '^ATTN_COUNTERS:BOOL=ON' "$build/CMakeCache.txt" &&
-    targets+=(step1_naive_counted_bin step2_tiled_counted_bin step3_fused_counted_bin
-              step4_tensorcore_counted_bin step5_warpspecialized_counted_bin)
+  # Every kernel step's counted copy (the CPU column of stage d: attn_suite list names them all).
+  if grep -q '^ATTN_COUNTERS:BOOL=ON' "$build/CMakeCache.txt"; then
+    for step in step[1-9]*/; do targets+=("${step%/}_counted_bin"); done
+  fi
   cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 else
   build=$from
