@@ -321,6 +321,42 @@ TEST_CASE("tiled kernels pass rows that end at a tile boundary: step 5", "[steps
   each_tiled_kernel(run_boundaries, {"step5_warpspecialized"});
 }
 
+// Step 6's tiled rungs on the boundary shapes of the tile each reports (its tallest query tile and
+// its keys a block), checked as the backward is (dQ, dK, dV against the FP64 gradients): K = 1.5 on
+// the keys next to a tile boundary makes a lost or leaked key move the gradients too. One head dim
+// and dropout setting a rung, in turn, and one schedule: the FP64 backward of each shape is the
+// cost here, and the matrix holds every rung to every head dim, dropout and schedule.
+TEST_CASE("tiled kernels pass rows that end at a tile boundary: step 6", "[steps][boundary]") {
+  const attn::StepInfo& step = step_named("step6_backward");
+  int n = 0;
+  for (const auto& rung : step.rungs) {
+    const int dim = std::vector<int>{64, 80, 96, 128}[size_t(n % 4)];
+    const float dropout = n % 2 ? 0.1f : 0.0f;
+    const attn::RunContext::Tile tile =
+        attn_test::tile_of(attn_test::as_rung(step, rung.name), "", "", dim, dropout);
+    if (tile.rows == 0) continue;  // rungs 6.1 and 6.2: no tiles
+    ++n;
+    for (const attn::Problem& p :
+         attn_test::boundary_problems(tile.rows, tile.keys, dim, dropout)) {
+      const attn::HostInputs in = attn_test::boundary_inputs(p, tile.keys);
+      attn::Options o;
+      o.problem = p;
+      o.inputs = &in;
+      o.iters = 0;
+      o.warmup = 0;
+      o.backend = "cpu";
+      o.rung = rung.name;
+      o.schedule = n % 2 ? "forward" : "random:13";
+      const attn::RunOutcome r = attn::run_step(step, o);
+      INFO(rung.name << " Br " << tile.rows << " Bc " << tile.keys << ": " << p.describe() << "\n"
+                     << r.message << r.row.check.first_failure);
+      CHECK(r.exit_code == 0);
+      CHECK(r.row.check.passed);
+    }
+  }
+  CHECK(n >= 6);  // every tiled rung ran
+}
+
 TEST_CASE("the matrix wraps every kernel's K/V stages twice and gives it three query blocks",
           "[steps]") {
   // What the matrix's long problems are for: some problem gives each kernel a block whose key
