@@ -86,6 +86,7 @@ std::vector<std::string> csv_fields(const ResultRow& r) {
   uint64_t distinct = 0, moved = 0;
   for (const auto& b : r.counters.buffers) distinct += b.distinct, moved += b.moved;
   auto u = [](uint64_t v) { return std::to_string(v); };
+  const double flops = r.backward ? p.backward_flops() : p.flops();  // the tensor share's whole
   for (const std::string& f : {std::string("1"),
                                u(c.gld_requests),
                                u(c.gld_sectors),
@@ -111,7 +112,7 @@ std::vector<std::string> csv_fields(const ResultRow& r) {
                                u(c.mma),
                                u(c.wgmma),
                                num(c.tensor_flops, 12),
-                               num(c.tensor_flops / p.flops(), 4),
+                               num(c.tensor_flops / flops, 4),
                                u(c.block_barriers),
                                u(c.named_barriers),
                                u(c.mbarrier_ops),
