@@ -46,9 +46,8 @@ std::vector<Case> sanitize_cases() {
 std::vector<Case> boundary_cases(const Kernel& k) {
   std::vector<Case> out;
   if (k.step->cpu == nullptr) return out;  // the baseline: no CPU copy to ask for its tile
-  // The backward's gradients are checked through the harness (check_gradients), which the boundary
-  // shapes' forward check here is not: step 6's tiles are reached by its matrix problems alone.
-  if (k.step->backward) return out;
+  // A backward's (step 6's tiled rungs) too: run_case checks its gradients through the harness,
+  // on the boundary problem's own inputs, as tests/test_steps.cpp does on the CPU backend.
   const attn::StepInfo step = attn_test::as_rung(*k.step, k.rung);
   const std::string variant = k.rung.empty() ? k.variant : "";
   const std::string config =
