@@ -286,6 +286,32 @@ TEST_CASE("ptx: misuse is reported, not executed", "[ptx]") {
                     Catch::Contains("whole warps"));
 }
 
+namespace {
+// A thread that issues a copy and exits: waiting for it (which), or leaving it in flight, committed
+// or not; an empty group left behind is no copy in flight.
+__global__ void exit_with_copy(const unsigned char* src, int which) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  if (which != 3) attn::cp_async_16(smem + 16 * threadIdx.x, src, 16);
+  if (which != 1) attn::cp_async_commit();
+  if (which == 0) attn::cp_async_wait<0>();
+}
+}  // namespace
+
+TEST_CASE("ptx: a thread that exits with cp.async copies in flight is reported", "[ptx]") {
+  // Stricter than the PTX ISA, which leaves it undefined: the copy would land in shared memory the
+  // block may no longer own. Reported with the copy's line, committed or not.
+  DeviceBuf<unsigned char> src(16);
+  const auto* s = static_cast<const unsigned char*>(src.ptr);
+  CHECK_NOTHROW(launch(exit_with_copy, {dim3(1), dim3(2), 32}, s, 0));
+  CHECK_NOTHROW(launch(exit_with_copy, {dim3(1), dim3(2), 32}, s, 3));
+  for (int which : {1, 2}) {
+    INFO(which);
+    CHECK_THROWS_WITH(
+        launch(exit_with_copy, {dim3(1), dim3(2), 32}, s, which),
+        Catch::Contains("exits with 1 cp.async copy in flight") && Catch::Contains("test_ptx.cpp"));
+  }
+}
+
 TEST_CASE("ptx: pack2 rounds to nearest even, low half first", "[ptx]") {
   const uint32_t h = attn::pack2<__half>(1.0f, 1.0f + 0x1p-11f);  // a tie: rounds to 1.0
   CHECK((h & 0xffff) == 0x3C00);

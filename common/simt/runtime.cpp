@@ -185,6 +185,20 @@ bool try_complete(Block& blk, int warp, uint32_t mask, const char* kind, Collect
 // ---- Thread exit --------------------------------------------------------------------------------
 
 void on_exit(Block& blk, Thread& t) {
+  // cp.async copies this thread issued that no cp.async.wait_group retired (nor an mbarrier took)
+  // would land after the thread is gone, maybe in shared memory another block owns by then.
+  const AsyncCopies& async = t.ids.async;
+  size_t copies = async.open.size();
+  const PendingCopy* newest = async.open.empty() ? nullptr : &async.open.back();
+  for (const auto& group : async.groups)
+    if (!group.empty()) copies += group.size(), newest = newest ? newest : &group.back();
+  if (copies) {
+    const Block::Pending& q = blk.pending[size_t(newest->dst - blk.smem) / 16];
+    throw KernelError(thread_name(t.ids) + ": exits with " + std::to_string(copies) +
+                      " cp.async cop" + (copies == 1 ? "y" : "ies") +
+                      " in flight, never retired by a cp.async.wait_group (one issued at " +
+                      (q.file ? loc_of(q.file, q.line) : "?") + ")");
+  }
   if (blk.ext)
     if (const std::string left = blk.ext->thread_exited(t.tid); !left.empty())
       throw KernelError(thread_name(t.ids) + ": " + left);
