@@ -137,11 +137,20 @@ class GpuRun(unittest.TestCase):
     def test_the_gpu_path_runs_against_stand_in_tools(self):
         # nvidia-smi finds a GPU; compute-sanitizer hangs, deaf to TERM (the stage overruns, is
         # killed and recorded, and the next one runs); ncu prints its CSV for each kernel without
-        # running it (quickly: what stage d leaves goes to stage e, whose Python needs a few seconds
-        # on a loaded machine). attn_suite itself finds no CUDA device, so its GPU stages fail: what
-        # is tested is the script's plumbing.
+        # running it. attn_suite itself finds no CUDA device, so its GPU stages fail: what is tested
+        # is the script's plumbing. The Python it is given hides PyTorch: importing it takes seconds
+        # on a loaded machine (stages c and e import it three times), more than this short budget
+        # leaves them; the rehearsal above runs stage e with PyTorch where it is installed.
         tools = self.tmp / "tools"
         tools.mkdir()
+        hidden = self.tmp / "hidden"
+        hidden.mkdir()
+        (hidden / "torch.py").write_text(
+            "raise ModuleNotFoundError(\"No module named 'torch' (hidden by the test)\", name='torch')\n")
+        python = tools / "python-without-torch"
+        python.write_text(f'#!/bin/sh\nPYTHONPATH="{hidden}${{PYTHONPATH:+:$PYTHONPATH}}" '
+                          f'exec "{sys.executable}" "$@"\n')
+        python.chmod(0o755)
         stand_in(tools, "nvidia-smi", """\
             case "$*" in
               -L) echo "GPU 0: Stand-in GPU (UUID: GPU-0)" ;;
@@ -168,8 +177,7 @@ class GpuRun(unittest.TestCase):
             done""")
         env = dict(os.environ, PATH=f"{tools}:{os.environ['PATH']}")
         out = self.tmp / "out"
-        r = run(RUN_SH, BUNDLE, out, "--budget", "20", "--python", sys.executable, env=env,
-                timeout=300)
+        r = run(RUN_SH, BUNDLE, out, "--budget", "20", "--python", python, env=env, timeout=300)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         report = json.loads((out / "run.json").read_text())
         self.assertFalse(report["rehearsal"])
@@ -177,7 +185,7 @@ class GpuRun(unittest.TestCase):
         self.assertEqual(list(status), ["a. correctness", "b. compute-sanitizer", "c. timings",
                                         "d. Nsight Compute", "e. Python"])
         self.assertEqual(status["b. compute-sanitizer"]["status"], "stopped at its limit")
-        # Stage e: the build's package where it has one; its benchmark finds no GPU, and fails.
+        # Stage e: the build's package where it has one; its benchmark finds no PyTorch, and fails.
         self.assertEqual(status.pop("e. Python")["status"],
                          "failed (exit 1)" if (BUNDLE / "python" / "flashsteps").is_dir()
                          else "skipped: no Python package in the bundle")
