@@ -138,11 +138,7 @@ def count(build):
             cmd = [exe, "--backend", "cpu", *shape, "--counters", "--no-check", "--quiet",
                    "--csv", path] + (["--variant", variant] if variant else []) + \
                 (["--rung", rung] if rung else [])
-            # One worker thread for step 6: its atomics (rungs 6.2-6.6) are counted differently
-            # when several workers interleave the blocks (noted in docs/profiling.md); one gives
-            # the same counts every time.
-            env = dict(os.environ, SIMT_WORKERS="1") if step in SHAPES else None
-            r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 raise SystemExit(f"counters_table: {' '.join(cmd)} failed: "
                                  f"{(r.stdout + r.stderr).strip()}")

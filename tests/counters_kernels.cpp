@@ -82,6 +82,12 @@ __global__ void arrive_then_store(uint32_t* out) {
   }
 }
 
+// Blocks of one warp. Lane l adds 1 to out[l] `times` times with atomicAdd: the blocks that worker
+// threads run at once contend for the same 32 floats.
+__global__ void atomic_adds(float* out, int times) {
+  for (int k = 0; k < times; ++k) atomicAdd(&out[threadIdx.x], 1.0f);  // the float atomicAdd
+}
+
 void run_shared(int bytes, int stride, uint32_t* out) {
   attn::launch(shared_pattern, {dim3(1), dim3(32), 4096 + 16}, bytes, stride, out);
 }
@@ -96,6 +102,9 @@ void run_arrive_then_store(uint32_t* out) {
 }
 void run_cp_async(const unsigned char* in, int stride, uint32_t* out) {
   attn::launch(cp_async_pattern, {dim3(1), dim3(32), 512}, in, stride, out);
+}
+void run_atomic_adds(float* out, int blocks, int times) {
+  attn::launch(atomic_adds, {dim3(unsigned(blocks)), dim3(32)}, out, times);
 }
 
 }  // namespace counters_kernels

@@ -4,6 +4,8 @@
 // conflicts at the lines that read the tiles.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -22,6 +24,7 @@ void run_ldmatrix(int layout, uint32_t* out);
 void run_global(const unsigned char* in, int bytes, int stride, int offset, uint32_t* out);
 void run_cp_async(const unsigned char* in, int stride, uint32_t* out);
 void run_arrive_then_store(uint32_t* out);
+void run_atomic_adds(float* out, int blocks, int times);
 }  // namespace counters_kernels
 namespace step4_unswizzled::cpu {  // step 4 with the XOR swizzle removed from Tile::offset
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
@@ -165,6 +168,30 @@ TEST_CASE("counters: a warp that only arrives on a named barrier keeps its reque
     const Counts c = at(r, kKernels, "the stores after bar.arrive");
     CHECK(c.gst_requests == 4);
     CHECK(c.gst_sectors == 16);
+  }
+}
+
+// A float atomicAdd is a compare-and-swap loop on the CPU, retried while another worker thread's
+// block updates the same word; the counters see one load and one store however often it retries
+// (as ncu sees one instruction), so the counts are the same with one worker and with four.
+TEST_CASE("counters: float atomicAdd counts the same under every number of worker threads",
+          "[counters]") {
+  constexpr int kBlocks = 64, kTimes = 200;
+  for (const char* workers : {"1", "4"}) {
+    INFO("SIMT_WORKERS=" << workers);
+    attn_test::DeviceBuf<float> out(32, "out");
+    std::fill(out.ptr, out.ptr + 32, 0.0f);
+    const char* before = std::getenv("SIMT_WORKERS");
+    const std::string saved = before ? before : "";
+    setenv("SIMT_WORKERS", workers, 1);
+    const Report r = count([&] { counters_kernels::run_atomic_adds(out.ptr, kBlocks, kTimes); });
+    before ? setenv("SIMT_WORKERS", saved.c_str(), 1) : unsetenv("SIMT_WORKERS");
+    for (int l = 0; l < 32; ++l) REQUIRE(out.ptr[l] == float(kBlocks * kTimes));
+    const Counts& c = r.total;  // the kernel's only global accesses are its atomics
+    CHECK(c.gld_requests == uint64_t(kBlocks * kTimes));
+    CHECK(c.gld_sectors == uint64_t(4 * kBlocks * kTimes));  // 32 floats: 4 sectors
+    CHECK(c.gst_requests == uint64_t(kBlocks * kTimes));
+    CHECK(c.gst_sectors == uint64_t(4 * kBlocks * kTimes));
   }
 }
 

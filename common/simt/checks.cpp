@@ -17,6 +17,7 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -162,17 +163,28 @@ std::vector<std::string> lines_of(const std::vector<uintptr_t>& pcs) {
 // Every load and store of an instrumented kernel. Most are to the fiber's own stack, or to the
 // emulator's own state that the kernel's inline helpers read (the current thread's ids): neither
 // shared nor device memory, so only their alignment is checked, inline, and nothing is counted.
-// When nothing is counted, the usual cases of shared and device memory are decided inline too: a
-// shared access that breaks no rule, a device access inside a buffer a lookup just found.
+// The usual cases of shared and device memory are decided inline too, and counted where counting
+// is on (as check_access would): a shared access that breaks no rule, a device access inside a
+// buffer a lookup just found.
 inline void access(const void* p, size_t bytes, bool write, bool aligned, const void* pc) {
+  using counters::hook::Kind;
   const auto a = reinterpret_cast<uintptr_t>(p);
   if (!in_kernel()) return;
   if (!(aligned && a % bytes != 0)) {
     if (on_own_stack(a, bytes)) return;
     if (touches_shared(a, bytes)) {
-      if (!counters::active() && shared_access_fine(a, bytes, write)) return;
-    } else if (simt::in_device_gap(a, bytes) ||
-               (!counters::active() && simt::in_recent_device_data(a, bytes))) {
+      if (shared_access_fine(a, bytes, write)) {
+        if (counters::active())
+          counters::hook::lane(write ? Kind::shared_store : Kind::shared_load,
+                               reinterpret_cast<uintptr_t>(pc), a, uint32_t(bytes));
+        return;
+      }
+    } else if (simt::in_device_gap(a, bytes)) {
+      return;
+    } else if (simt::in_recent_device_data(a, bytes)) {
+      if (counters::active())
+        counters::hook::lane(write ? Kind::global_store : Kind::global_load,
+                             reinterpret_cast<uintptr_t>(pc), a, uint32_t(bytes));
       return;
     }
   }
@@ -186,6 +198,26 @@ std::vector<std::string> source_lines_of(const std::vector<uintptr_t>& pcs) {
 }
 
 }  // namespace simt::detail
+
+namespace simt {
+namespace {
+// The load and the store the instrumentation saw in std::atomic_ref's loop, as two instructions of
+// the kernel's line: the load one byte before the call's return address, the store at it (both
+// inside the call instruction, which is what source lines are looked up by).
+template <typename T>
+[[gnu::always_inline]] inline T atomic_add(T* a, T v, const char* pc) {
+  detail::access(a, sizeof(T), false, true, pc - 1);
+  detail::access(a, sizeof(T), true, true, pc);
+  return std::atomic_ref<T>(*a).fetch_add(v);
+}
+}  // namespace
+float atomic_add_checked(float* a, float v) {
+  return atomic_add(a, v, static_cast<const char*>(__builtin_return_address(0)));
+}
+double atomic_add_checked(double* a, double v) {
+  return atomic_add(a, v, static_cast<const char*>(__builtin_return_address(0)));
+}
+}  // namespace simt
 
 #define SIMT_PC __builtin_return_address(0)
 #define SIMT_HOOKS(N)                                  \

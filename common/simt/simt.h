@@ -175,12 +175,29 @@ inline unsigned atomicAdd(unsigned* a, unsigned v) {
 inline unsigned long long atomicAdd(unsigned long long* a, unsigned long long v) {
   return __simt_atomic_add(a, v);
 }
+#if defined(__SANITIZE_THREAD__)
+// In an instrumented kernel, a floating-point atomicAdd (a compare-and-swap loop on x86-64, which
+// retries while another OS thread's block updates the same address) is checked and counted as one
+// load and one store however often it retries: the counts do not depend on the schedule
+// (checks.cpp).
+namespace simt {
+float atomic_add_checked(float* a, float v);
+double atomic_add_checked(double* a, double v);
+}  // namespace simt
+[[gnu::always_inline]] inline float atomicAdd(float* a, float v) {
+  return simt::atomic_add_checked(a, v);
+}
+[[gnu::always_inline]] inline double atomicAdd(double* a, double v) {
+  return simt::atomic_add_checked(a, v);
+}
+#else
 inline float atomicAdd(float* a, float v) {
   return __simt_atomic_add(a, v);
 }
 inline double atomicAdd(double* a, double v) {
   return __simt_atomic_add(a, v);
 }
+#endif
 template <typename T>
 T __simt_atomic_update(T* address, T (*f)(T, T), T val) {
   std::atomic_ref<T> ref(*address);
