@@ -10,6 +10,10 @@ Grids:
          hidden 2048 (heads = 2048 / D), head dims 64 and 128, causal and not (the default
          with a GPU)
 
+Step 6 (the backward pass) runs at the same shapes up to 2e11 forward FLOPs (its O and LSE come
+from the FP64 forward on the host, which takes seconds there): its rows are the backward's, which
+scripts/table.py and scripts/chart.py keep apart from the forward's progression.
+
 Each run is a step executable with --csv, so the rows carry the full provenance (device, SM clock,
 driver, toolkit, commit). On the CPU backend the kernel steps also run with --counters (where the
 build has their counted copies, bin/counted/): the rows then carry what Nsight Compute would
@@ -28,12 +32,16 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 STEPS = ["step0_reference", "step1_naive", "step2_tiled", "step3_fused", "step4_tensorcore",
-         "step5_warpspecialized"]
+         "step5_warpspecialized", "step6_backward"]
+# The backward pass: dQ, dK and dV from dO and the forward's O and LSE (which the step makes with
+# the FP64 reference first); its rows count 2.5 times the forward's FLOPs.
+BACKWARD = {"step6_backward"}
 BASELINES = ["baseline_cublas"]
 # Steps with several kernels: each runs (a GPU that cannot run one reports it as skipped).
 VARIANTS = {"step5_warpspecialized": ["sm80", "sm90a"]}
 CHECK_FLOPS_LIMIT = 2e10  # FP64 reference on the host: a few seconds at most
 STEP0_FLOPS_LIMIT = 2e10  # step0 always runs on the CPU
+BACKWARD_FLOPS_LIMIT = 2e11  # step 6's O and LSE come from the FP64 forward on the host
 
 
 def grid(name):
@@ -123,6 +131,8 @@ def main():
                 continue
             if step == "step0_reference" and flops(s) > STEP0_FLOPS_LIMIT:
                 continue
+            if step in BACKWARD and flops(s) > BACKWARD_FLOPS_LIMIT:
+                continue
             for variant in VARIANTS.get(step, [None]):
                 runs.append((step, variant, s))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -142,7 +152,7 @@ def main():
         if (backend == "cpu" and step != "step0_reference" and not args.no_counters
                 and os.path.exists(os.path.join(bindir, "counted", step))):
             cmd += ["--counters", "--model-gpu", args.model_gpu]
-        if flops(s) > CHECK_FLOPS_LIMIT:
+        if flops(s) * (2.5 if step in BACKWARD else 1) > CHECK_FLOPS_LIMIT:
             cmd.append("--no-check")
         r = subprocess.run(cmd, capture_output=True, text=True)
         out = (r.stdout + r.stderr).strip().splitlines()

@@ -20,6 +20,9 @@ CPU rows without counters get the first layout, titled "CPU backend: not GPU per
 CSVs from more than one GPU (a workshop's participants, say) are never mixed in one chart: each
 GPU gets its own, OUT-<gpu>.png / .svg, made from the files whose GPU rows come from it (with
 their CPU rows: step0 runs on the host), and the README table lists each machine separately.
+The backward pass's rows (step 6, SDPA's backward: FLOPs 2.5 times the forward's) are kept out
+of the forward's chart: they get OUT-backward.png / .svg, counted as above from the CPU backend,
+else their TFLOPS per shape beside SDPA's backward; the README table labels them "(backward)".
 A malformed CSV (missing column, non-numeric value, no rows) is refused with exit status 2.
 """
 import argparse
@@ -59,6 +62,15 @@ STEP_TRAFFIC = {
     "baseline_cublas": (lambda d: 4 + 3 * 4 + 2 + 2, "tensor"),  # S fp32 write, 3 reads, P write+read
 }
 BASELINE_PREFIXES = ("baseline_", "torch_sdpa_")
+
+
+def is_backward(r):
+    """A row of the backward pass: step 6 or a rung of it, or an SDPA backend's backward."""
+    return r["step"].startswith("step6_backward") or r["step"].endswith("_backward")
+
+
+def step_label(r):
+    return r["step"] + (" (backward)" if is_backward(r) else "")
 
 
 class CsvError(Exception):
@@ -175,8 +187,9 @@ def counted(r):
     return out
 
 
-def plot_counted(rows, out):
-    """The counted progression of a CPU run (see the module's docstring)."""
+def plot_counted(rows, out, backward=False):
+    """The counted progression of a CPU run (see the module's docstring); `backward`: of the
+    backward pass's rows."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -215,8 +228,9 @@ def plot_counted(rows, out):
 
     ax = axes[0][0]
     bars(ax, "dram_bytes_min", lambda c: f"{c['dram_bytes_min'] / 2**20:.2f} MiB", log=True)
-    ax.set_title("Counted: DRAM bytes at least moved (distinct bytes touched)\n"
-                 "steps 1-2 write and read S/P; from step 3 on only Q, K, V, O, LSE", fontsize=9)
+    ax.set_title("Counted: DRAM bytes at least moved (distinct bytes touched)\n" + (
+        "Q, K, V, O, LSE, dO, the gradients, and the FP32 dQ and D_i" if backward else
+        "steps 1-2 write and read S/P; from step 3 on only Q, K, V, O, LSE"), fontsize=9)
     ax.set_ylabel("bytes (log)")
     ax.legend(fontsize=7, loc="upper right")
     ax = axes[0][1]
@@ -237,8 +251,10 @@ def plot_counted(rows, out):
                  "binding unit, and tensor FLOPs / problem FLOPs, over 100% where masked keys "
                  "are computed)", fontsize=9)
     ax.set_ylabel("microseconds (model, log)")
-    fig.suptitle(f"Counted on the CPU backend ({rows[0]['device']}), commit {rows[0]['commit']}:"
-                 " what each step does, not how fast a GPU does it", fontsize=11)
+    fig.suptitle(("The backward pass (dQ, dK, dV; FLOPs 2.5 times the forward's)\n" if backward
+                  else "") + f"Counted on the CPU backend ({rows[0]['device']}), commit "
+                 f"{rows[0]['commit']}: what each step does, not how fast a GPU does it",
+                 fontsize=11)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
     fig.savefig(out + ".png", dpi=110)
@@ -356,6 +372,58 @@ def plot(rows, out, spec_name):
     return [out + ".png", out + ".svg"]
 
 
+def plot_backward(rows, out):
+    """The backward pass's rows in a chart of their own (OUT-backward): counted, from the CPU
+    backend's rows with counters; else measured, TFLOPS over the backward's FLOPs (2.5 times the
+    forward's) per shape, step 6's kernels as bars and SDPA's backward as reference lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if all(r["backend"] != "gpu" for r in rows) and any(counted(r) for r in rows):
+        return plot_counted(rows, out, backward=True)
+    kernels = [s for s in OrderedDict.fromkeys(r["step"] for r in rows)
+               if not s.startswith(BASELINE_PREFIXES)]
+    baselines = [s for s in OrderedDict.fromkeys(r["step"] for r in rows)
+                 if s.startswith(BASELINE_PREFIXES)]
+    shapes = list(OrderedDict.fromkeys(shape_key(r) for r in rows))
+    by = {(r["step"], shape_key(r)): r for r in rows}  # the last row wins
+    all_cpu = all(r["backend"] != "gpu" for r in rows)
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(shapes) + 4), 5.5))
+    width = 0.8 / max(1, len(kernels))
+    for ki, kernel in enumerate(kernels):
+        xs = [xi - 0.4 + width * (ki + 0.5) for xi, k in enumerate(shapes)
+              if by.get((kernel, k)) and by[(kernel, k)]["tflops"] > 0]
+        ys = [by[(kernel, k)]["tflops"] for k in shapes
+              if by.get((kernel, k)) and by[(kernel, k)]["tflops"] > 0]
+        ax.bar(xs, ys, width, label=kernel)
+    for bi, base in enumerate(baselines):
+        for xi, k in enumerate(shapes):
+            r = by.get((base, k))
+            if r is not None and r["tflops"] > 0:
+                ax.hlines(r["tflops"], xi - 0.45, xi + 0.45, colors="k",
+                          linestyles=["--", ":", "-.", (0, (1, 3))][bi % 4], linewidth=1.2,
+                          label=base if xi == next(i for i, kk in enumerate(shapes)
+                                                   if by.get((base, kk))) else None)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(shapes)))
+    ax.set_xticklabels([shape_label(k, short=True) for k in shapes], fontsize=8)
+    ax.set_ylabel("TFLOPS (2.5 x 4 * D per unmasked (i, j) pair, median time)")
+    where = ", ".join(sorted({r["device"] for r in rows}))
+    ax.set_title(f"The backward pass, measured: {where}\ncommit {rows[0]['commit']}, "
+                 f"{rows[0]['toolkit']}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(axis="y", which="both", alpha=0.3)
+    if all_cpu:
+        ax.text(0.5, 0.5, "CPU backend:\nnot GPU performance", transform=ax.transAxes,
+                ha="center", va="center", fontsize=22, color="red", alpha=0.25, rotation=20)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
+    fig.savefig(out + ".png", dpi=110)
+    fig.savefig(out + ".svg")
+    return [out + ".png", out + ".svg"]
+
+
 # What the counted tables' tensor column divides, and why it passes 100%.
 TENSOR_RATIO_NOTE = (
     "Tensor FLOPs / problem FLOPs: the FLOPs the tensor-core instructions did (2 m n k each, "
@@ -386,10 +454,10 @@ def readme_table(rows, sources):
                 c = counted(r)
                 check = "-" if r["checked"] != "1" else ("pass" if r["passed"] == "1" else "FAIL")
                 if c is None:
-                    lines.append(f"| {shape_label(shape_key(r))} | {r['step']} | - | - | - | - | "
-                                 f"- | {r['time_ms']:.3f} | {check} |")
+                    lines.append(f"| {shape_label(shape_key(r))} | {step_label(r)} | - | - | - | "
+                                 f"- | - | {r['time_ms']:.3f} | {check} |")
                     continue
-                lines.append(f"| {shape_label(shape_key(r))} | {r['step']} | "
+                lines.append(f"| {shape_label(shape_key(r))} | {step_label(r)} | "
                              f"{c['dram_bytes_min'] / 2**20:.3f} MiB | "
                              f"{c['ld_st_efficiency']:.0f}% | {int(c['conflicts']):,} | "
                              f"{100 * c['tensor_share']:.0f}% | {c['model_us']:.3g} "
@@ -397,10 +465,10 @@ def readme_table(rows, sources):
             lines += ["", TENSOR_RATIO_NOTE]
             continue
         for r in group:
-            b = base.get(shape_key(r))
+            b = None if is_backward(r) else base.get(shape_key(r))
             speed = f"{b / r['time_ms']:.1f}x" if b and r["time_ms"] > 0 else "-"
             check = "-" if r["checked"] != "1" else ("pass" if r["passed"] == "1" else "FAIL")
-            lines.append(f"| {shape_label(shape_key(r))} | {r['step']} | {r['time_ms']:.3f} | "
+            lines.append(f"| {shape_label(shape_key(r))} | {step_label(r)} | {r['time_ms']:.3f} | "
                          f"{r['tflops']:.4g} | {speed} | {check} |")
     return "\n".join(lines)
 
@@ -432,7 +500,12 @@ def main():
         if not args.no_plot:
             for device, group in groups.items():
                 out = args.out if len(groups) == 1 else f"{args.out}-{slug(device)}"
-                for p in plot(group, out, args.gpu_spec):
+                forward = [r for r in group if not is_backward(r)]
+                backward = [r for r in group if is_backward(r)]
+                written = plot(forward, out, args.gpu_spec) if forward else []
+                if backward:  # the backward pass's rows: a chart of their own
+                    written += plot_backward(backward, out + "-backward")
+                for p in written:
                     print(f"chart: wrote {p}")
         if args.readme:
             rewrite_readme(args.readme, readme_table(rows, args.csv))

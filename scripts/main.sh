@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds what it runs, runs every step (and, on a GPU, the
 # baselines) over a grid of shapes on the best backend available, prints the progression table,
-# and writes results/results.csv and the chart results/chart.png + results/chart.svg. Arguments
-# go to scripts/bench.py (e.g. --grid seeds).
+# and writes results/results.csv and the chart results/chart.png + results/chart.svg (step 6, the
+# backward pass, in results/chart-backward.png + .svg). Arguments go to scripts/bench.py (e.g.
+# --grid seeds).
 #
 # It builds only what it runs, never the tests (scripts/test.sh builds those, in build/):
 #   - no GPU (or no CUDA toolkit): a CPU-only build in build-cpu/. The steps' CPU copies are built
@@ -16,9 +17,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --python
-STEPS=(step0_reference step1_naive step2_tiled step3_fused step4_tensorcore step5_warpspecialized)
+STEPS=(step0_reference step1_naive step2_tiled step3_fused step4_tensorcore step5_warpspecialized
+  step6_backward)
 mkdir -p results
-rm -f results/results.csv results/emulator-times.csv results/chart.png results/chart.svg
+rm -f results/results.csv results/emulator-times.csv results/chart{,-backward}.{png,svg}
 
 # The GPU's compute capability as a CUDA architecture ("" when there is no GPU to use).
 gpu_arch() {
@@ -85,6 +87,6 @@ else
   .venv/bin/python scripts/bench.py --build "$build" --out results/results.csv "$@" || status=$?
 fi
 .venv/bin/python scripts/chart.py results/results.csv --out results/chart
-echo "main: results in results/results.csv, chart in results/chart.png and results/chart.svg" \
-  "(${SECONDS} s)"
+echo "main: results in results/results.csv, chart in results/chart.png and results/chart.svg," \
+  "the backward pass's in results/chart-backward.png and .svg (${SECONDS} s)"
 exit $status

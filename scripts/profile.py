@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS = ["step1_naive", "step2_tiled", "step3_fused", "step4_tensorcore", "step5_warpspecialized"]
+STEPS = ["step1_naive", "step2_tiled", "step3_fused", "step4_tensorcore", "step5_warpspecialized",
+         "step6_backward"]
 
 # The metrics each lesson is about (names as in `ncu --query-metrics`; on a GPU the script asks
 # ncu which of them it has and leaves out, with a note, any that this GPU or ncu version lacks).
@@ -79,6 +80,11 @@ LESSONS = {
                               ["SpeedOfLight", "ComputeWorkloadAnalysis", "Occupancy",
                                "WarpStateStats", "SchedulerStats", "SourceCounters"],
                               TENSOR + OCCUPANCY + ISSUE, "--seq 4096 --heads 16 --dim 128"),
+    # The backward pass: its O and LSE come from the FP64 forward on the host, hence 2048.
+    "step6_backward": ("delta_kernel|dkdv_kernel|dq_kernel",
+                       ["SpeedOfLight", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables",
+                        "Occupancy", "WarpStateStats", "SchedulerStats"],
+                       TENSOR + BANKS + OCCUPANCY + ISSUE, "--seq 2048 --heads 16 --dim 128"),
 }
 
 # The shape of the counters mode: --counters' default-sized CPU run, so that the two compare.
@@ -109,8 +115,8 @@ def step_name(text):
         if text in (name, name.split("_")[0], name[4:5]):
             return name
     if text in ("step0", "step0_reference", "0"):
-        fail("step0 is the CPU reference: there is no kernel to profile (steps 1-5 have one)")
-    fail(f"unknown step '{text}' (one of {', '.join(STEPS)}, or step1..step5, or 1..5)")
+        fail("step0 is the CPU reference: there is no kernel to profile (steps 1-6 have one)")
+    fail(f"unknown step '{text}' (one of {', '.join(STEPS)}, or step1..step6, or 1..6)")
 
 
 def variants(step):
@@ -192,7 +198,7 @@ def main():
             fail("nothing after --: give the step's arguments (for example --seq 8192 --dim 128)")
     parser = OneLineParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", help="step1..step5 (or its directory name)")
+    parser.add_argument("step", help="step1..step6 (or its directory name)")
     parser.add_argument("what", choices=["lesson", "counters", "sanitize", "timeline"],
                         help="lesson: Nsight Compute; counters: ncu's metrics of what --counters "
                              "counts on the CPU backend; sanitize: compute-sanitizer's four tools; "

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Prints the progression table from a results CSV: for each shape, every step with its time,
-TFLOPS and speed-up over step1_naive (the first kernel step)."""
+TFLOPS and speed-up over step1_naive (the first kernel step); the backward pass's rows (step 6,
+SDPA's backward) in a table of their own per shape, their TFLOPS over the backward's FLOPs."""
 import csv
 import sys
 from collections import OrderedDict
@@ -13,6 +14,11 @@ def shape_of(r):
             + (" causal" if r["causal"] == "1" else ""))
 
 
+def is_backward(r):
+    """A row of the backward pass: step 6 or a rung of it, or an SDPA backend's backward."""
+    return r["step"].startswith("step6_backward") or r["step"].endswith("_backward")
+
+
 def main(path: str) -> int:
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -21,7 +27,7 @@ def main(path: str) -> int:
         return 1
     groups = OrderedDict()
     for r in rows:
-        groups.setdefault(shape_of(r), []).append(r)
+        groups.setdefault(shape_of(r) + (", backward" if is_backward(r) else ""), []).append(r)
     head = ["step", "backend", "time_ms", "TFLOPS", "vs step1", "check"]
     counted = any(r.get("counted") == "1" for r in rows)
     if counted:

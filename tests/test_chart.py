@@ -23,14 +23,16 @@ def run_step0(tmp, *args):
         return list(csv.DictReader(f))
 
 
-def handmade_gpu_csv(path, columns, drop=None, gpu="NVIDIA H100"):
-    """Invented rows, for testing the chart only: the device name says so."""
+def handmade_gpu_csv(path, columns, drop=None, gpu="NVIDIA H100", backward=False):
+    """Invented rows, for testing the chart only: the device name says so. `backward`: with rows
+    of the backward pass too (step 6, SDPA's backward)."""
     rows = []
+    extra = [("step6_backward", 3.0), ("torch_sdpa_flash_backward", 2.0)] if backward else []
     for s, (sq, causal) in enumerate([(1024, 0), (4096, 1)]):
         for step, t in [("step1_naive", 40.0), ("step2_tiled", 20.0), ("step3_fused", 4.0),
                         ("step4_tensorcore", 1.0), ("step5_warpspecialized[sm80]", 0.9),
                         ("baseline_cublas", 2.0),
-                        ("torch_sdpa_flash", 0.8)]:
+                        ("torch_sdpa_flash", 0.8)] + extra:
             r = {c: "" for c in columns}
             fl = 4 * 64 * 16 * sq * sq / (2 if causal else 1)
             r.update(step=step, backend="gpu", device=f"TEST-ONLY invented rows ({gpu})",
@@ -92,6 +94,32 @@ class Pipeline(unittest.TestCase):
         for text in ("baseline_cublas", "torch_sdpa_flash", "MODEL, not a measurement"):
             self.assertIn(text, svg)
         self.assertNotIn("not GPU performance", svg)
+
+    def test_backward_rows_are_kept_apart(self):
+        # Step 6's and SDPA's backward rows: a chart of their own, out of the forward's, and
+        # labelled in both tables, with no speed-up over the forward's step1.
+        src = os.path.join(self.dir, "gpu.csv")
+        handmade_gpu_csv(src, self.columns, backward=True)
+        out = os.path.join(self.dir, "chart")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
+                            "--out", out], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out + ".svg") as f:
+            forward = f.read()
+        with open(out + "-backward.svg") as f:
+            backward = f.read()
+        self.assertFalse("step6_backward" in forward, "step 6 on the forward's chart")
+        self.assertFalse("_backward" in forward, "SDPA's backward on the forward's chart")
+        for text in ("step6_backward", "torch_sdpa_flash_backward", "The backward pass"):
+            self.assertIn(text, backward)
+        self.assertFalse("step4_tensorcore" in backward, "the forward on the backward's chart")
+        table = chart.readme_table(chart.load([src]), [src])
+        row = next(line for line in table.splitlines() if "| step6_backward" in line)
+        self.assertIn("| step6_backward (backward) |", row)
+        self.assertEqual(row.split(" | ")[4], "-")  # vs step1
+        text = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "table.py"), src],
+                              capture_output=True, text=True).stdout
+        self.assertIn("Sq=1024 Sk=1024 D=64, backward\n  step", text)
 
     def test_two_gpus_get_two_charts(self):
         a, b = os.path.join(self.dir, "a.csv"), os.path.join(self.dir, "b.csv")
