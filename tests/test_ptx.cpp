@@ -91,6 +91,23 @@ TEST_CASE("ptx: the mma operand conversion equals __half2float and __bfloat162fl
   }
 }
 
+namespace ptx_test {
+float f16_bits_to_float_as_kernels(uint16_t h);  // f16c_conversion.cpp
+bool kernels_use_f16c();
+}  // namespace ptx_test
+
+// The kernels' copies convert with F16C where the machine that builds has it: the same bits as
+// the portable conversion above for every input (NaN: the same canonical NaN).
+TEST_CASE("ptx: the kernels' fp16 conversion with or without F16C equals the portable one", "[ptx]") {
+  CHECK(ptx_test::kernels_use_f16c() == bool(ATTN_KERNELS_USE_F16C));
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    const float want = simt::f16_bits_to_float(static_cast<uint16_t>(bits));
+    const float got = ptx_test::f16_bits_to_float_as_kernels(static_cast<uint16_t>(bits));
+    INFO("bits " << bits);
+    REQUIRE(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want));
+  }
+}
+
 namespace {
 // mma's computation as the PTX ISA defines it, one element at a time: the operands at their
 // fragment places, converted with f16_bits_to_float (bf16: the top half of an FP32), and D = C +
