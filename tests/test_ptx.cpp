@@ -98,7 +98,8 @@ bool kernels_use_f16c();
 
 // The kernels' copies convert with F16C where the machine that builds has it: the same bits as
 // the portable conversion above for every input (NaN: the same canonical NaN).
-TEST_CASE("ptx: the kernels' fp16 conversion with or without F16C equals the portable one", "[ptx]") {
+TEST_CASE("ptx: the kernels' fp16 conversion with or without F16C equals the portable one",
+          "[ptx]") {
   CHECK(ptx_test::kernels_use_f16c() == bool(ATTN_KERNELS_USE_F16C));
   for (uint32_t bits = 0; bits < 65536; ++bits) {
     const float want = simt::f16_bits_to_float(static_cast<uint16_t>(bits));
