@@ -2,7 +2,8 @@
 """The chapters' figures that come from the kernels' own layout functions: each is printed by a
 small program of the build (step4_tensorcore/figures.cpp, which includes the rung's kernel file
 and calls its functions; step5_warpspecialized/figures.cpp, which runs the kernels on the CPU
-backend and draws the order of their synchronisation) and stands in a chapter between
+backend and draws the order of their synchronisation; step6_backward/figures.cpp, which runs them
+and draws the tiles their copies read) and stands in a chapter between
 <!-- NAME:begin --> and <!-- NAME:end -->.
 
     scripts/figures.py [--build build] [--write | --check]
@@ -26,7 +27,8 @@ FIGURES = [("step4_tensorcore/README.md", "fragments-figure",
            ("step5_warpspecialized/README.md", "ring-figure", ["step5_ring_figures", "ring"]),
            ("step5_warpspecialized/README.md", "pingpong-figure",
             ["step5_ring_figures", "pingpong"]),
-           ("step5_warpspecialized/README.md", "overlap-figure", ["step5_ring_figures", "overlap"])]
+           ("step5_warpspecialized/README.md", "overlap-figure", ["step5_ring_figures", "overlap"]),
+           ("step6_backward/README.md", "walk-figure", ["step6_walk_figures", "walk"])]
 
 
 def draw(build, command):

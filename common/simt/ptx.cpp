@@ -143,6 +143,8 @@ void cp_async_16(void* dst, const void* src, int src_bytes, const simt::where_t&
   detail::async_issued(c.dst, where);
   if (detail::t_extension) [[unlikely]]
     detail::note_async_copy(c.dst);
+  if (detail::recording_sync()) [[unlikely]]
+    detail::record_async_copy(src, where);
   if (counters::active()) [[unlikely]]
     counters::hook::lane(counters::hook::Kind::cp_async, counters::hook::site_of(where),
                          reinterpret_cast<uintptr_t>(src), uint32_t(src_bytes),

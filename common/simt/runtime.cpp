@@ -796,8 +796,18 @@ void set_interrupt(const std::atomic<bool>* flag) {
   g_interrupt.store(flag);
 }
 
+namespace detail {
+namespace {
+std::atomic<uint32_t> g_launch_serial{0};
+}  // namespace
+uint32_t launch_serial() {
+  return g_launch_serial.load(std::memory_order_relaxed);
+}
+}  // namespace detail
+
 void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& body,
             const simt::where_t& where, bool instrumented) {
+  detail::g_launch_serial.fetch_add(1, std::memory_order_relaxed);
   const std::string site = "kernel launched at " + detail::loc(where);
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
   if (threads == 0 || threads > kMaxThreadsPerBlock)

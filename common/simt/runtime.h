@@ -244,6 +244,11 @@ void async_via_mbarrier(const void* dst, const std::string* via);
 // cp.async in ptx.cpp tells the Hopper emulations (when the block uses them: t_extension) where it
 // writes.
 void note_async_copy(const void* dst);
+// How many launches this process has started (launch() counts them; one runs at a time).
+uint32_t launch_serial();
+// Whether testing::record_sync is recording (sm90.cpp), and a cp.async's event for it.
+bool recording_sync();
+void record_async_copy(const void* src, const simt::where_t& where);
 
 }  // namespace detail
 }  // namespace simt

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/simt/counters.h"
+#include "common/simt/memory.h"
 #include "common/simt/runtime.h"
 
 namespace simt {
@@ -52,9 +53,31 @@ void record(const char* what, const std::string& label, uint32_t address, uint32
       int(me.block_idx.x + me.grid_dim.x * (me.block_idx.y + me.grid_dim.y * me.block_idx.z));
   std::lock_guard lock(g_record_mutex);
   if (auto* events = g_record.load()) {
-    events->push_back({block, me.tid, what, label, address, parity, int(where.line())});
+    events->push_back(
+        {block, me.tid, what, label, address, parity, int(where.line()), 0, detail::launch_serial()});
   }
 }
+
+}  // namespace
+
+namespace detail {
+bool recording_sync() {
+  return g_record.load(std::memory_order_relaxed) != nullptr;
+}
+
+void record_async_copy(const void* src, const where_t& where) {
+  const ThreadIds& me = current();
+  const int block =
+      int(me.block_idx.x + me.grid_dim.x * (me.block_idx.y + me.grid_dim.y * me.block_idx.z));
+  const std::string buffer = describe_device_address(src);  // before the buffer is freed
+  std::lock_guard lock(g_record_mutex);
+  if (auto* events = g_record.load())
+    events->push_back({block, me.tid, "cp.async", buffer, 0, 0, int(where.line()),
+                       reinterpret_cast<uintptr_t>(src), launch_serial()});
+}
+}  // namespace detail
+
+namespace {
 
 bool faulted(const where_t& where, testing::Fault fault) {
   const int line = g_fault_line.load(std::memory_order_relaxed);

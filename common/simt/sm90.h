@@ -127,15 +127,19 @@ void fault_at(const char* file_suffix, int line, Fault fault, int value = 0);
 
 // A run's synchronisation in the order it happened, for the chapters' figures drawn from a real
 // run (scripts/figures.py): each mbarrier wait that completed (the barrier's label and shared
-// address, the parity waited for) and each wgmma issued (its kernel line), by block (linear) and
-// block-local thread. record_sync(&events) starts appending to `events`, nullptr stops.
+// address, the parity waited for), each wgmma issued (its kernel line) and each cp.async issued
+// (its global source), by block (linear) and block-local thread. record_sync(&events) starts
+// appending to `events`, nullptr stops.
 struct SyncEvent {
   int block, thread;
-  std::string what;   // "wait" or "wgmma"
-  std::string label;  // the mbarrier's label ("full", "empty", ...); "" for a wgmma
-  uint32_t address;   // the mbarrier's shared address; 0 for a wgmma
-  uint32_t parity;    // the parity waited for; 0 for a wgmma
-  int line;           // the kernel line
+  std::string what;       // "wait", "wgmma" or "cp.async"
+  std::string label;      // the mbarrier's label ("full", "empty", ...); for a cp.async, where
+                          // its source is ("byte 264 of buffer 'Q' (2176 bytes)"); "" otherwise
+  uint32_t address;       // the mbarrier's shared address; 0 otherwise
+  uint32_t parity;        // the parity waited for; 0 otherwise
+  int line;               // the kernel line
+  uintptr_t source = 0;   // a cp.async's global source address; 0 otherwise
+  uint32_t launch = 0;    // the launch it happened in (the process's n-th)
 };
 void record_sync(std::vector<SyncEvent>* events);
 }  // namespace testing
