@@ -53,8 +53,8 @@ void record(const char* what, const std::string& label, uint32_t address, uint32
       int(me.block_idx.x + me.grid_dim.x * (me.block_idx.y + me.grid_dim.y * me.block_idx.z));
   std::lock_guard lock(g_record_mutex);
   if (auto* events = g_record.load()) {
-    events->push_back(
-        {block, me.tid, what, label, address, parity, int(where.line()), 0, detail::launch_serial()});
+    events->push_back({block, me.tid, what, label, address, parity, int(where.line()), 0,
+                       detail::launch_serial()});
   }
 }
 
