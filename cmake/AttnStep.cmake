@@ -294,3 +294,17 @@ function(attn_planted_copy out src)
   file(WRITE ${out}.tmp "${text}")
   configure_file(${out}.tmp ${out} COPYONLY)
 endfunction()
+
+# attn_add_figures(<target> <source>): a program that prints a chapter's figures
+# (scripts/figures.py), drawn from the step's own kernel files, which <source> includes and runs
+# on the CPU backend: built for bf16 at head dim 64 alone (common/kernel.h), at the copies' -O1.
+function(attn_add_figures target source)
+  add_executable(${target} ${source})
+  target_link_libraries(${target} PRIVATE attn_common attn_kernel_deps attn_simt)
+  target_compile_definitions(${target} PRIVATE ATTN_BACKEND_NS=figures ATTN_ONLY_BF16=1
+                                               ATTN_ONLY_HEAD_DIM=64 ${ARGN})
+  target_compile_options(${target} PRIVATE -fno-strict-aliasing
+                                           $<$<CXX_COMPILER_ID:GNU>:-O1;-findirect-inlining>)
+  attn_warnings(${target})
+  set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+endfunction()

@@ -187,6 +187,38 @@ def counted(r):
     return out
 
 
+def measured(rows):
+    """A measured chart's parts: the kernels (bars) and baselines (lines) in the rows' order, the
+    shapes, each (step, shape)'s row (the last wins), and whether every row is the CPU's."""
+    names = list(OrderedDict.fromkeys(r["step"] for r in rows))
+    return ([s for s in names if not s.startswith(BASELINE_PREFIXES)],
+            [s for s in names if s.startswith(BASELINE_PREFIXES)],
+            list(OrderedDict.fromkeys(shape_key(r) for r in rows)),
+            {(r["step"], shape_key(r)): r for r in rows},
+            all(r["backend"] != "gpu" for r in rows))
+
+
+def baseline_lines(ax, by, baselines, shapes):
+    """Each baseline's TFLOPS as a reference line across its shapes' bars, labelled once."""
+    for bi, base in enumerate(baselines):
+        for xi, k in enumerate(shapes):
+            r = by.get((base, k))
+            if r is not None and r["tflops"] > 0:
+                ax.hlines(r["tflops"], xi - 0.45, xi + 0.45, colors="k",
+                          linestyles=["--", ":", "-.", (0, (1, 3))][bi % 4], linewidth=1.2,
+                          label=base if xi == next(i for i, kk in enumerate(shapes)
+                                                   if by.get((base, kk))) else None)
+
+
+def save(fig, out):
+    """Writes OUT.png and OUT.svg; returns their paths."""
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
+    fig.savefig(out + ".png", dpi=110)
+    fig.savefig(out + ".svg")
+    return [out + ".png", out + ".svg"]
+
+
 def plot_counted(rows, out, backward=False):
     """The counted progression of a CPU run (see the module's docstring); `backward`: of the
     backward pass's rows."""
@@ -255,11 +287,7 @@ def plot_counted(rows, out, backward=False):
                   else "") + f"Counted on the CPU backend ({rows[0]['device']}), commit "
                  f"{rows[0]['commit']}: what each step does, not how fast a GPU does it",
                  fontsize=11)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
-    fig.savefig(out + ".png", dpi=110)
-    fig.savefig(out + ".svg")
-    return [out + ".png", out + ".svg"]
+    return save(fig, out)
 
 
 def plot(rows, out, spec_name):
@@ -270,13 +298,7 @@ def plot(rows, out, spec_name):
     if all(r["backend"] != "gpu" for r in rows) and any(counted(r) for r in rows):
         return plot_counted(rows, out)
 
-    steps = [s for s in OrderedDict.fromkeys(r["step"] for r in rows)
-             if not s.startswith(BASELINE_PREFIXES)]
-    baselines = [s for s in OrderedDict.fromkeys(r["step"] for r in rows)
-                 if s.startswith(BASELINE_PREFIXES)]
-    shapes = list(OrderedDict.fromkeys(shape_key(r) for r in rows))
-    by = {(r["step"], shape_key(r)): r for r in rows}  # the last row wins
-    all_cpu = all(r["backend"] != "gpu" for r in rows)
+    steps, baselines, shapes, by, all_cpu = measured(rows)
     gpu_devices = sorted({r["device"] for r in rows if r["backend"] == "gpu"})
     spec_key, spec = spec_for(rows, spec_name)
 
@@ -306,14 +328,7 @@ def plot(rows, out, spec_name):
             if note:
                 ax.annotate(note, (x, y), xytext=(0, 2), textcoords="offset points",
                             ha="center", va="bottom", fontsize=7, rotation=90)
-    for bi, base in enumerate(baselines):
-        for xi, k in enumerate(shapes):
-            r = by.get((base, k))
-            if r is not None and r["tflops"] > 0:
-                ax.hlines(r["tflops"], xi - 0.45, xi + 0.45, colors="k",
-                          linestyles=["--", ":", "-.", (0, (1, 3))][bi % 4], linewidth=1.2,
-                          label=base if xi == next(i for i, kk in enumerate(shapes)
-                                                   if by.get((base, kk))) else None)
+    baseline_lines(ax, by, baselines, shapes)
     if gpu_devices and spec_key and any(any(m in " " + d for m in spec["match"])
                                         for d in gpu_devices):
         ax.axhline(spec["tensor"], color="gray", linewidth=1)
@@ -365,11 +380,7 @@ def plot(rows, out, spec_name):
     rax.grid(which="both", alpha=0.3)
     if all_cpu:
         fig.suptitle("CPU backend: not GPU performance", color="red", fontsize=13)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
-    fig.savefig(out + ".png", dpi=110)
-    fig.savefig(out + ".svg")
-    return [out + ".png", out + ".svg"]
+    return save(fig, out)
 
 
 def plot_backward(rows, out):
@@ -382,13 +393,7 @@ def plot_backward(rows, out):
 
     if all(r["backend"] != "gpu" for r in rows) and any(counted(r) for r in rows):
         return plot_counted(rows, out, backward=True)
-    kernels = [s for s in OrderedDict.fromkeys(r["step"] for r in rows)
-               if not s.startswith(BASELINE_PREFIXES)]
-    baselines = [s for s in OrderedDict.fromkeys(r["step"] for r in rows)
-                 if s.startswith(BASELINE_PREFIXES)]
-    shapes = list(OrderedDict.fromkeys(shape_key(r) for r in rows))
-    by = {(r["step"], shape_key(r)): r for r in rows}  # the last row wins
-    all_cpu = all(r["backend"] != "gpu" for r in rows)
+    kernels, baselines, shapes, by, all_cpu = measured(rows)
     fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(shapes) + 4), 5.5))
     width = 0.8 / max(1, len(kernels))
     for ki, kernel in enumerate(kernels):
@@ -397,14 +402,7 @@ def plot_backward(rows, out):
         ys = [by[(kernel, k)]["tflops"] for k in shapes
               if by.get((kernel, k)) and by[(kernel, k)]["tflops"] > 0]
         ax.bar(xs, ys, width, label=kernel)
-    for bi, base in enumerate(baselines):
-        for xi, k in enumerate(shapes):
-            r = by.get((base, k))
-            if r is not None and r["tflops"] > 0:
-                ax.hlines(r["tflops"], xi - 0.45, xi + 0.45, colors="k",
-                          linestyles=["--", ":", "-.", (0, (1, 3))][bi % 4], linewidth=1.2,
-                          label=base if xi == next(i for i, kk in enumerate(shapes)
-                                                   if by.get((base, kk))) else None)
+    baseline_lines(ax, by, baselines, shapes)
     ax.set_yscale("log")
     ax.set_xticks(range(len(shapes)))
     ax.set_xticklabels([shape_label(k, short=True) for k in shapes], fontsize=8)
@@ -417,11 +415,7 @@ def plot_backward(rows, out):
     if all_cpu:
         ax.text(0.5, 0.5, "CPU backend:\nnot GPU performance", transform=ax.transAxes,
                 ha="center", va="center", fontsize=22, color="red", alpha=0.25, rotation=20)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
-    fig.savefig(out + ".png", dpi=110)
-    fig.savefig(out + ".svg")
-    return [out + ".png", out + ".svg"]
+    return save(fig, out)
 
 
 # What the counted tables' tensor column divides, and why it passes 100%.

@@ -57,6 +57,14 @@ class Pipeline(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
+    def render(self, src, name):
+        """scripts/chart.py on `src`, into this test's folder; returns OUT (OUT.png, OUT.svg)."""
+        out = os.path.join(self.dir, name)
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
+                            "--out", out], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return out
+
     def test_schema_has_what_the_chart_needs(self):
         # The C++ writer (common/report.cpp) and the chart agree on the column names.
         self.assertEqual([c for c in chart.REQUIRED if c not in self.columns], [])
@@ -83,10 +91,7 @@ class Pipeline(unittest.TestCase):
     def test_chart_renders_gpu_rows_and_baselines(self):
         src = os.path.join(self.dir, "gpu.csv")
         handmade_gpu_csv(src, self.columns)
-        out = os.path.join(self.dir, "chart")
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
-                            "--out", out], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        out = self.render(src, "chart")
         for ext in (".png", ".svg"):
             self.assertGreater(os.path.getsize(out + ext), 10000)
         with open(out + ".svg") as f:
@@ -100,10 +105,7 @@ class Pipeline(unittest.TestCase):
         # labelled in both tables, with no speed-up over the forward's step1.
         src = os.path.join(self.dir, "gpu.csv")
         handmade_gpu_csv(src, self.columns, backward=True)
-        out = os.path.join(self.dir, "chart")
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
-                            "--out", out], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        out = self.render(src, "chart")
         with open(out + ".svg") as f:
             forward = f.read()
         with open(out + "-backward.svg") as f:
@@ -166,10 +168,7 @@ class Pipeline(unittest.TestCase):
                          2 * 64 * 64 * 4)
         self.assertEqual(float(rows[1]["tensor_share"]), 0)
         self.assertEqual(float(rows[2]["tensor_share"]), 1)
-        out = os.path.join(self.dir, "counted")
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
-                            "--out", out], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        out = self.render(src, "counted")
         with open(out + ".svg") as f:
             svg = f.read()
         for text in ("Counted: DRAM bytes at least moved", "Counted: sector efficiency",
