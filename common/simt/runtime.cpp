@@ -221,9 +221,12 @@ void on_exit(Block& blk, Thread& t) {
   }
   // Lanes waiting in a collective with this lane in its mask may now be complete (the lanes
   // that wait in one are collective_lanes; a completion may take several of them out).
+  // (Usually none: then nothing to look at.)
   const int warp = t.ids.warp;
-  for (int lane = 0; lane < 32; ++lane) {
-    if (!(blk.collective_lanes[warp] >> lane & 1u)) continue;
+  for (uint32_t left = blk.collective_lanes[warp]; left != 0;
+       left &= blk.collective_lanes[warp]) {  // less the lanes a completion took out
+    const int lane = std::countr_zero(left);
+    left &= left - 1;
     const Block::CollectiveWait& x = blk.coll[warp * 32 + lane];
     try_complete(blk, warp, x.mask, x.kind, x.fn);
   }
