@@ -36,6 +36,13 @@ STEPS = ["step0_reference", "step1_naive", "step2_tiled", "step3_fused", "step4_
 # The backward pass: dQ, dK and dV from dO and the forward's O and LSE (which the step makes with
 # the FP64 reference first); its rows count 2.5 times the forward's FLOPs.
 BACKWARD = {"step6_backward"}
+
+
+def is_backward(row):
+    """A results row of the backward pass: step 6 or a rung of it ("step6_backward[mma]"), or an
+    SDPA backend's backward ("torch_sdpa_flash_backward"); scripts/table.py, chart.py and
+    gpu_report.py keep these rows apart from the forward's."""
+    return row["step"].split("[")[0] in BACKWARD or row["step"].endswith("_backward")
 BASELINES = ["baseline_cublas"]
 # Steps with several kernels: each runs (a GPU that cannot run one reports it as skipped).
 VARIANTS = {"step5_warpspecialized": ["sm80", "sm90a"]}

@@ -32,6 +32,8 @@ import os
 import sys
 from collections import OrderedDict
 
+from bench import is_backward
+
 REQUIRED = ["step", "backend", "device", "dtype", "batch", "heads", "heads_kv", "seqlen_q",
             "seqlen_k", "dim", "causal", "time_ms", "tflops", "flops", "checked", "passed",
             "commit", "toolkit"]
@@ -62,11 +64,6 @@ STEP_TRAFFIC = {
     "baseline_cublas": (lambda d: 4 + 3 * 4 + 2 + 2, "tensor"),  # S fp32 write, 3 reads, P write+read
 }
 BASELINE_PREFIXES = ("baseline_", "torch_sdpa_")
-
-
-def is_backward(r):
-    """A row of the backward pass: step 6 or a rung of it, or an SDPA backend's backward."""
-    return r["step"].startswith("step6_backward") or r["step"].endswith("_backward")
 
 
 def step_label(r):

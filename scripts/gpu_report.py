@@ -289,11 +289,6 @@ def shape_of(r):
             + (" causal" if r["causal"] == "1" else ""))
 
 
-def is_backward(r):
-    """A row of the backward pass: step 6 or a rung of it, or an SDPA backend's backward."""
-    return r["step"].startswith("step6_backward") or r["step"].endswith("_backward")
-
-
 def is_ladder(r):
     return (f"--batch {r['batch']} --heads {r['heads']} --seq {r['seqlen_q']} --dim {r['dim']} "
             f"--dtype {r['dtype']}" in LADDER_SHAPES and r["causal"] == "0")
@@ -302,8 +297,8 @@ def is_ladder(r):
 def timing_section(rows, peaks):
     """Every kernel at the ladder's shapes (time, TFLOPS, the two shares), then the grid's TFLOPS
     with a column per kernel, one table per dtype; then the backward's (backward_section)."""
-    back = [r for r in rows if is_backward(r)]
-    rows = [r for r in rows if not is_backward(r)]
+    back = [r for r in rows if bench.is_backward(r)]
+    rows = [r for r in rows if not bench.is_backward(r)]
     if not rows:
         return "No timings (the stage did not run or wrote nothing)."
     mm, bw = peaks.get("bf16_matmul"), peaks.get("copy_bandwidth")
@@ -473,7 +468,7 @@ def chart(rows, title, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return "no chart: matplotlib is not installed here"
-    ladder = [r for r in rows if is_ladder(r) and not is_backward(r)]  # the forward's ladder
+    ladder = [r for r in rows if is_ladder(r) and not bench.is_backward(r)]  # the forward's ladder
     if not ladder:
         return "no chart: no timings at the ladder's shapes"
     shapes_seen = list(dict.fromkeys(shape_of(r) for r in ladder))
@@ -677,7 +672,7 @@ def microseconds(r):
 
 def chapter_table(step, run, rows):
     """The chapter's kernels at the ladder's shapes, TFLOPS and time, beside SDPA and cuBLAS."""
-    ladder = [r for r in rows if is_ladder(r) and not is_backward(r)]
+    ladder = [r for r in rows if is_ladder(r) and not bench.is_backward(r)]
     shapes_seen = list(dict.fromkeys(shape_of(r) for r in ladder))
     by = {}
     for r in ladder:  # a tuned step runs several tile configurations: the table shows the fastest

@@ -6,17 +6,14 @@ import csv
 import sys
 from collections import OrderedDict
 
+from bench import is_backward
+
 
 def shape_of(r):
     return (f"{r['dtype']} B={r['batch']} H={r['heads']}"
             + (f"/{r['heads_kv']}" if r["heads_kv"] != r["heads"] else "")
             + f" Sq={r['seqlen_q']} Sk={r['seqlen_k']} D={r['dim']}"
             + (" causal" if r["causal"] == "1" else ""))
-
-
-def is_backward(r):
-    """A row of the backward pass: step 6 or a rung of it, or an SDPA backend's backward."""
-    return r["step"].startswith("step6_backward") or r["step"].endswith("_backward")
 
 
 def main(path: str) -> int:
