@@ -239,34 +239,31 @@ thread_local BlockState t_block;
 
 // The wavefronts one group of lanes needs: the most distinct 4-byte words any bank holds.
 uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool second) {
+  auto each_word = [&](auto&& f) {  // every 4-byte word each lane accesses
+    for (int i = 0; i < n; ++i) {
+      const LaneRec& r = rec[lanes[i]];
+      const uintptr_t a = second ? r.addr2 : r.addr;
+      const uint32_t bytes = second ? 16 : r.bytes;
+      if (bytes == 0) continue;
+      for (uintptr_t w = a / 4; w <= (a + bytes - 1) / 4; ++w) f(uint32_t(w));
+    }
+  };
   // The usual case first, with nothing gathered: no bank holds two distinct words, so one
   // wavefront (none if no lane accesses a byte).
   uint32_t bank_word[32];
   uint32_t banks_used = 0;
   bool distinct_in_a_bank = false;
-  for (int i = 0; i < n; ++i) {
-    const LaneRec& r = rec[lanes[i]];
-    const uintptr_t a = second ? r.addr2 : r.addr;
-    const uint32_t bytes = second ? 16 : r.bytes;
-    if (bytes == 0) continue;
-    for (uintptr_t w = a / 4; w <= (a + bytes - 1) / 4; ++w) {
-      const uint32_t bank = uint32_t(w) % 32, bit = 1u << bank;
-      if (!(banks_used & bit))
-        banks_used |= bit, bank_word[bank] = uint32_t(w);
-      else if (bank_word[bank] != uint32_t(w))
-        distinct_in_a_bank = true;
-    }
-  }
+  each_word([&](uint32_t w) {
+    const uint32_t bank = w % 32, bit = 1u << bank;
+    if (!(banks_used & bit))
+      banks_used |= bit, bank_word[bank] = w;
+    else if (bank_word[bank] != w)
+      distinct_in_a_bank = true;
+  });
   if (banks_used == 0) return 0;
   if (!distinct_in_a_bank) return 1;
   Few<uint32_t, 32 * 4> few;  // a lane's access of up to 16 bytes covers at most 4 words
-  for (int i = 0; i < n; ++i) {
-    const LaneRec& r = rec[lanes[i]];
-    const uintptr_t a = second ? r.addr2 : r.addr;
-    const uint32_t bytes = second ? 16 : r.bytes;
-    if (bytes == 0) continue;
-    for (uintptr_t w = a / 4; w <= (a + bytes - 1) / 4; ++w) few.push(uint32_t(w));
-  }
+  each_word([&](uint32_t w) { few.push(w); });
   uint32_t* words = few.data();
   int count = int(few.n);
   std::sort(words, words + count);

@@ -46,14 +46,14 @@ int g_fault_value = 0;
 std::mutex g_record_mutex;
 std::atomic<std::vector<testing::SyncEvent>*> g_record{nullptr};
 void record(const char* what, const std::string& label, uint32_t address, uint32_t parity,
-            const where_t& where) {
+            const where_t& where, uintptr_t source = 0) {
   if (g_record.load(std::memory_order_relaxed) == nullptr) return;
   const detail::ThreadIds& me = detail::current();
   const int block =
       int(me.block_idx.x + me.grid_dim.x * (me.block_idx.y + me.grid_dim.y * me.block_idx.z));
   std::lock_guard lock(g_record_mutex);
   if (auto* events = g_record.load()) {
-    events->push_back({block, me.tid, what, label, address, parity, int(where.line()), 0,
+    events->push_back({block, me.tid, what, label, address, parity, int(where.line()), source,
                        detail::launch_serial()});
   }
 }
@@ -66,14 +66,8 @@ bool recording_sync() {
 }
 
 void record_async_copy(const void* src, const where_t& where) {
-  const ThreadIds& me = current();
-  const int block =
-      int(me.block_idx.x + me.grid_dim.x * (me.block_idx.y + me.grid_dim.y * me.block_idx.z));
-  const std::string buffer = describe_device_address(src);  // before the buffer is freed
-  std::lock_guard lock(g_record_mutex);
-  if (auto* events = g_record.load())
-    events->push_back({block, me.tid, "cp.async", buffer, 0, 0, int(where.line()),
-                       reinterpret_cast<uintptr_t>(src), launch_serial()});
+  // Where the source is, described now: the buffer may be freed before the events are read.
+  record("cp.async", describe_device_address(src), 0, 0, where, reinterpret_cast<uintptr_t>(src));
 }
 }  // namespace detail
 
