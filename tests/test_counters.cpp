@@ -173,7 +173,8 @@ TEST_CASE("counters: a warp that only arrives on a named barrier keeps its reque
 
 // A float atomicAdd is a compare-and-swap loop on the CPU, retried while another worker thread's
 // block updates the same word; the counters see one load and one store however often it retries
-// (as ncu sees one instruction), so the counts are the same with one worker and with four.
+// (one pass of the loop: not ncu's view, which counts a reduction, `_op_red`, instead), so the
+// counts are the same with one worker and with four.
 TEST_CASE("counters: float atomicAdd counts the same under every number of worker threads",
           "[counters]") {
   constexpr int kBlocks = 64, kTimes = 200;
