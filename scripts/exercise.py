@@ -97,6 +97,10 @@ def locate(spec, text):
             raise Refusal(f"exercise {spec['name']} is out of date: blank {k} occurs {len(hits)} "
                           f"times in {spec['source'].relative_to(ROOT)} (update exercises/"
                           f"{spec['name']}.toml)")
+        if where and hits[0] < where[-1][0] + where[-1][1]:
+            raise Refusal(f"exercise {spec['name']}: blank {k} comes before the end of blank "
+                          f"{k - 1} in {spec['source'].relative_to(ROOT)}: list the blanks in "
+                          f"the order of the file, without overlaps (exercises/{spec['name']}.toml)")
         where.append((hits[0], n))
     return where
 

@@ -19,8 +19,10 @@ How the loop is found, from the SASS that cuobjdump prints (addresses and branch
      unmasked one is the steady state);
   4. the hot path is the path from the header to a back edge with the most tensor instructions,
      then the most LDSM, then the most async copies (the prefetch of the next tile is taken),
-     then the fewest instructions in all (branches around optional work, such as a run-time
-     dropout test that is false, are not taken). Each instruction on it is counted once, as one
+     then the most MUFU (the exponentials: a branch around a score's exponential is a mask test,
+     and in the steady state the score is visible), then the fewest instructions in all
+     (branches around optional work, such as a run-time dropout test that is false, are not
+     taken). Each instruction on it is counted once, as one
      iteration issues it; an inner loop, if any, is counted once too and reported.
   5. an inner loop of one block that only polls shared memory or a barrier (LDS or SYNCS, with
      LOP3/ISETP/YIELD/NOP/BRA) is a wait on an mbarrier (test_wait on sm_80 reads the barrier
@@ -176,7 +178,7 @@ def loops_of(blocks, succ):
 def hot_path(blocks, succ, header, body, latches):
     """The hot path's instructions, from header to a latch (see the module docstring)."""
     def key(c):
-        return (c["tensor"], c["LDSM"], c["copy"], -c["total"])
+        return (c["tensor"], c["LDSM"], c["copy"], c["MUFU"], -c["total"])
 
     best = {header: (counts_of(blocks[header]), [header])}
     for b in sorted(body):

@@ -1,15 +1,20 @@
-// Step 6, rung 8: the tiles a block walks stream through a two-stage cp.async pipeline.
+// Step 6, rung 9: a tile's elementwise work, done once a tile where it can be.
 //
 //   delta_kernel  D_i = rowsum(dO_i * O_i)
-//   dkdv_kernel   as in rung 7; the next query tile's Q and dO are copied (cp.async) into the
-//                 second of two buffers while the warps compute on the first
-//   dq_kernel     as in rung 7; the next key tile's K and V likewise
+//   dkdv_kernel   as in rung 8; P_ij = exp2(S_ij * scale * log2 e - LSE_i * log2 e), one fused
+//                 multiply-add and one ex2, with the lane's rows' LSE and D_i read once a tile
+//   dq_kernel     as in rung 8; its rows' LSE and D_i read once, before the key tiles
 //
-// In rung 7 every tile's loads went through registers and a barrier stopped the block until they
-// had landed: the tensor cores idle for a memory round trip a tile. Now the copy of tile n + 1 is
-// in flight while tile n is computed (step 4's rung 5, with two stages), and a thread waits only
-// for the copies of the tile it is about to read. The arithmetic and its order are rung 7's: the
-// same bits.
+// In rung 8 every pair (i, j) of a tile read its row's LSE and D_i from global memory again,
+// made dropout's parameters again (a conversion through double) and tested the mask, each test
+// a branch around the pair's work: its main loops issued three to four times the instructions
+// of their products (the chapter's section (k)). Now a tile's pairs are one straight run of
+// arithmetic: the mask is tested only in the tiles that cross the causal diagonal or the end of
+// the rows (every pair of the others is visible, as in step 4's rung 4.7) and dropout's
+// decisions are made only when dropout is on. The exponential is step 4's rung 4.6's, ex2 of a
+// fused multiply-add.
+#include <type_traits>
+
 #include "common/ptx.h"
 #include "common/tiles.h"
 
@@ -36,6 +41,20 @@ constexpr int Br = 16, Bc = 64, kThreads = 128;  // query rows a tile, keys a bl
 constexpr int kPad = 8;
 constexpr int kRowsQ = 64;  // query rows of a dq_kernel block: four warps of 16
 constexpr int kStages = 2;  // buffers of the tile a block walks: one computed, one in flight
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Runs pairs(masked, dropout), the elementwise work of a warp's tile, with only the tests the tile
+// needs: the mask where not every pair is visible, dropout's decisions where dropout is on.
+template <typename Pairs>
+__device__ __forceinline__ void tile_pairs(const attn::Dropout& drop, bool all_visible,
+                                           Pairs&& pairs) {
+  if (drop.enabled)
+    pairs(std::true_type{}, std::true_type{});
+  else if (all_visible)
+    pairs(std::false_type{}, std::false_type{});
+  else
+    pairs(std::true_type{}, std::false_type{});
+}
 
 // load_rows_16B's copy of kRows rows as cp.async: no registers, and nothing waits for it until
 // cp_async_wait. Rows at or past `valid_rows` are filled with zeros (a source size of 0 bytes).
@@ -66,6 +85,8 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   const int group = p.heads / p.heads_kv;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int kw = 16 * warp;  // the warp's first key
+  const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
+  const float c = p.scale * kLog2e;  // S_ij * c - LSE_i * log2 e: the exponent in base 2
   T* Ks = attn::shared_memory<T>();
   T *Vs = Ks + Bc * S, *Qbuf = Vs + Bc * S, *dObuf = Qbuf + kStages * Br * S;
 
@@ -123,23 +144,37 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
           attn::mma_m16n8k16<T>(dov[nt], va, {dob[2 * nt], dob[2 * nt + 1]}, dov[nt]);
         }
       }
-      // Each pair the lane holds: element e of tile nt is key kw + g + 8 (e / 2), row
-      // 8 nt + 2t + e % 2. P_ij from the LSE, Z_ij, dP_ij and dS_ij, as in rung 4; P * Z and dS
-      // are kept, in the registers they were computed in.
-      float pz[2][4], ds[2][4];
+      // The lane's four rows, 8 nt + 2t + r2: LSE_i * log2 e and D_i, once a tile (a row past the
+      // end reads nothing: its pairs are masked).
+      float lse2[2][2], d_i[2][2];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int jj = kw + g + 8 * (e / 2), r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = j0 + jj;
-          pz[nt][e] = ds[nt][e] = 0.0f;
-          if (i < p.seqlen_q && j < attn::row_keys_end(p, b, i)) {
-            const float prob = __expf(p.scale * qk[nt][e] - p.lse[row0 + r]);
-            const float z = attn::dropout_factor(attn::make_dropout(p.dropout, p.seed), b, h, i, j);
-            pz[nt][e] = prob * z;
-            ds[nt][e] = prob * (z * dov[nt][e] - delta[row0 + r]);
-          }
+        for (int r2 = 0; r2 < 2; ++r2) {
+          const int r = 8 * nt + 2 * t + r2;
+          lse2[nt][r2] = i0 + r < p.seqlen_q ? p.lse[row0 + r] * kLog2e : 0.0f;
+          d_i[nt][r2] = i0 + r < p.seqlen_q ? delta[row0 + r] : 0.0f;
         }
+      // Each pair the lane holds: element e of tile nt is key kw + g + 8 (e / 2), row
+      // 8 nt + 2t + e % 2. P_ij from the LSE, Z_ij, dP_ij and dS_ij, as in rung 4; P * Z and dS
+      // are kept, in the registers they were computed in. Every pair of the warp's tile is
+      // visible when its first row sees the warp's last key and its last row is a real one.
+      const bool all_visible = i0 + Br <= len_q && attn::row_keys_end(p, b, i0) >= j0 + kw + 16;
+      float pz[2][4], ds[2][4];
+      tile_pairs(drop, all_visible, [&](auto masked, auto dropout) {
+        constexpr bool kMasked = decltype(masked)::value, kDropout = decltype(dropout)::value;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = j0 + kw + g + 8 * (e / 2);
+            const float prob = attn::exp2_ftz(qk[nt][e] * c - lse2[nt][e % 2]);
+            const float z = kDropout ? attn::dropout_factor(drop, b, h, i, j) : 1.0f;
+            const bool visible = !kMasked || (i < p.seqlen_q && j < attn::row_keys_end(p, b, i));
+            pz[nt][e] = visible ? prob * z : 0.0f;
+            ds[nt][e] = visible ? prob * (z * dov[nt][e] - d_i[nt][e % 2]) : 0.0f;
+          }
+      });
       // dV += (P * Z)^T dO and dK += dS^T Q on tensor cores. The two tiles' accumulators (rows
       // 0-7, 8-15) are the A fragment of the warp's 16 keys x 16 rows: a0a1 = tile 0's e = 0, 1,
       // a2a3 its e = 2, 3, a4a5 and a6a7 tile 1's. dO and Q are stored [row][d], and the B
@@ -192,6 +227,16 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
   const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
   const int64_t kv0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
   const int keys_end = attn::tile_keys_end(p, b, i0, kRowsQ);
+  const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
+  const float c = p.scale * kLog2e;
+  // The warp's rows (element e: warp * 16 + g + 8 (e / 2)): LSE_i * log2 e and D_i, once.
+  float lse2[2], d_i[2];
+#pragma unroll
+  for (int r2 = 0; r2 < 2; ++r2) {
+    const int r = warp * 16 + g + 8 * r2;
+    lse2[r2] = i0 + r < p.seqlen_q ? p.lse[row0 + r] * kLog2e : 0.0f;
+    d_i[r2] = i0 + r < p.seqlen_q ? delta[row0 + r] : 0.0f;
+  }
   auto load_tile = [&](int j0, int stage) {  // the key tile at j0 into buffer `stage`
     load_rows_async<D, Bc>(Kbuf + stage * Bc * S, S, static_cast<const T*>(p.k) + (kv0 + j0) * D,
                            p.seqlen_k - j0);
@@ -233,23 +278,31 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
       }
     }
     // dS, element e of tile nt at row warp * 16 + g + 8 (e / 2), key j0 + 8 nt + 2t + e % 2, as
-    // in the dkdv_kernel; tiles 2k and 2k + 1 are A fragment k of dS (16 rows x 16 keys).
+    // in the dkdv_kernel; tiles 2k and 2k + 1 are A fragment k of dS (16 rows x 16 keys). Every
+    // pair of the warp's rows is visible when its first row sees the tile's last key and its last
+    // row is a real one.
+    const int w0 = i0 + warp * 16;  // the warp's first row
+    const bool all_visible =
+        w0 + 16 <= attn::query_length(p, b) && attn::row_keys_end(p, b, w0) >= j0 + Bc;
+    float ds[Bc / 8][4];
+    tile_pairs(drop, all_visible, [&](auto masked, auto dropout) {
+      constexpr bool kMasked = decltype(masked)::value, kDropout = decltype(dropout)::value;
+#pragma unroll
+      for (int nt = 0; nt < Bc / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = w0 + g + 8 * (e / 2), j = j0 + nt * 8 + 2 * t + e % 2;
+          const float prob = attn::exp2_ftz(qk[nt][e] * c - lse2[e / 2]);
+          const float z = kDropout ? attn::dropout_factor(drop, b, h, i, j) : 1.0f;
+          const bool visible = !kMasked || (i < p.seqlen_q && j < attn::row_keys_end(p, b, i));
+          ds[nt][e] = visible ? prob * (z * dov[nt][e] - d_i[e / 2]) : 0.0f;
+        }
+    });
     uint32_t dsa[Bc / 16][4];
 #pragma unroll
     for (int nt = 0; nt < Bc / 8; ++nt) {
-      float ds[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = warp * 16 + g + 8 * (e / 2), i = i0 + r, j = j0 + nt * 8 + 2 * t + e % 2;
-        ds[e] = 0.0f;
-        if (i < p.seqlen_q && j < attn::row_keys_end(p, b, i)) {
-          const float prob = __expf(p.scale * qk[nt][e] - p.lse[row0 + r]);
-          const float z = attn::dropout_factor(attn::make_dropout(p.dropout, p.seed), b, h, i, j);
-          ds[e] = prob * (z * dov[nt][e] - delta[row0 + r]);
-        }
-      }
-      dsa[nt / 2][2 * (nt % 2)] = attn::pack2<T>(ds[0], ds[1]);
-      dsa[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(ds[2], ds[3]);
+      dsa[nt / 2][2 * (nt % 2)] = attn::pack2<T>(ds[nt][0], ds[nt][1]);
+      dsa[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(ds[nt][2], ds[nt][3]);
     }
     // dQ += dS K: K stored [key][d] is the B operand [d][key] through ldmatrix.x4.trans, two
     // 8-column tiles of d at a time, as V is in step 4's O += P V.

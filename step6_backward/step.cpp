@@ -24,6 +24,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung7 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung8 {
+ATTN_KERNEL_ENTRIES
+}
 
 // The tensor-core kernel is instantiated for these head dims only (attn::dispatch_head_dim); the
 // rungs before it loop over D at run time, and are held to the same list.
@@ -55,9 +58,13 @@ attn::StepInfo info() {
                 rung6),
       ATTN_RUNG("deterministic",
                 "dQ in a pass of its own, summed in registers: no atomics, the same bits", rung7),
-      {"pipeline",
-       "the next tile's copies (cp.async) in flight while the warps compute on this one", &cpu::run,
-       ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
+      ATTN_RUNG("pipeline",
+                "the next tile's copies (cp.async) in flight while the warps compute on this one",
+                rung8),
+      {"elementwise",
+       "a tile's pairs in one straight run: rows' LSE and D_i once a tile, P by ex2, the mask "
+       "and dropout tested only where needed",
+       &cpu::run, ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
   };
   return s;
 }

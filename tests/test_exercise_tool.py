@@ -43,6 +43,11 @@ class ExerciseTool(unittest.TestCase):
         spec = exercise.load("step3_online_softmax")
         with self.assertRaises(exercise.Refusal):
             exercise.locate(spec, spec["source"].read_text().replace("rescale_to(", "rescale("))
+        # Blanks listed out of the file's order would be cut out at each other's places.
+        spec = exercise.load("step6_tile_pairs")
+        spec["blank"].reverse()
+        with self.assertRaisesRegex(exercise.Refusal, "in the order of the file"):
+            exercise.locate(spec, spec["source"].read_text())
 
     def test_start_and_solve_in_a_workspace(self):
         with tempfile.TemporaryDirectory() as ws:

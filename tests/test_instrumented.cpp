@@ -47,6 +47,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step6::rung7::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step6::rung8::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step2::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -182,6 +185,7 @@ TEST_CASE("instrumented step1 passes the matrix with no access reported", "[inst
 TEST_CASE("instrumented step6 and its tensor-core rungs pass the matrix with no access reported",
           "[instrumented]") {
   for (const auto& [name, fn] : {std::pair{"step6_backward", &step6::counted::run},
+                                 {"step6_backward[pipeline]", &step6::rung8::counted::run},
                                  {"step6_backward[deterministic]", &step6::rung7::counted::run},
                                  {"step6_backward[dq]", &step6::rung6::counted::run},
                                  {"step6_backward[registers]", &step6::rung5::counted::run},
