@@ -24,7 +24,8 @@ LADDERS = {
                        ("tiles", "rung3_tiles.cu"), ("mma", "rung4_mma.cu"),
                        ("registers", "rung5_registers.cu"), ("dq", "rung6_dq.cu"),
                        ("deterministic", "rung7_deterministic.cu"),
-                       ("pipeline", "rung8_pipeline.cu"), ("elementwise", "attention.cu")],
+                       ("pipeline", "rung8_pipeline.cu"), ("elementwise", "rung9_elementwise.cu"),
+                       ("taller", "attention.cu")],
 }
 # The variant a ladder leads to (its last rung), for the steps whose ladder starts from another.
 VARIANT = {"step5_warpspecialized": "sm90a"}

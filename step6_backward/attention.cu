@@ -1,18 +1,18 @@
-// Step 6, rung 9: a tile's elementwise work, done once a tile where it can be.
+// Step 6, rung 10: taller query tiles for dkdv_kernel, the per-tile costs paid once for four
+// times the products.
 //
 //   delta_kernel  D_i = rowsum(dO_i * O_i)
-//   dkdv_kernel   as in rung 8; P_ij = exp2(S_ij * scale * log2 e - LSE_i * log2 e), one fused
-//                 multiply-add and one ex2, with the lane's rows' LSE and D_i read once a tile
-//   dq_kernel     as in rung 8; its rows' LSE and D_i read once, before the key tiles
+//   dkdv_kernel   as in rung 9, over query tiles of 64 rows (32 at D = 128): the tile's copies,
+//                 its two barriers and the loop's own instructions once a tile, then its four
+//                 16-row slices one after another, each computed as rung 9 computed its tile; the
+//                 rows' LSE and D_i come with the tile, one value a thread, into shared memory
+//   dq_kernel     as in rung 9
 //
-// In rung 8 every pair (i, j) of a tile read its row's LSE and D_i from global memory again,
-// made dropout's parameters again (a conversion through double) and tested the mask, each test
-// a branch around the pair's work: its main loops issued three to four times the instructions
-// of their products (the chapter's section (k)). Now a tile's pairs are one straight run of
-// arithmetic: the mask is tested only in the tiles that cross the causal diagonal or the end of
-// the rows (every pair of the others is visible, as in step 4's rung 4.7) and dropout's
-// decisions are made only when dropout is on. The exponential is step 4's rung 4.6's, ex2 of a
-// fused multiply-add.
+// In rung 9 a 16-row tile paid for its copies (their addresses and commit), two barriers and the
+// loop's bookkeeping with 32 mma.sync at D = 64; a 64-row tile pays for them once with 128. The
+// slices share the block's K and V, whose fragments the compiler keeps in registers from one slice
+// to the next (at D = 128 they would not fit beside dK and dV: two slices a tile there). The
+// arithmetic and its order are rung 9's: the same bits.
 #include <type_traits>
 
 #include "common/ptx.h"
@@ -35,7 +35,11 @@ __global__ void delta_kernel(const BackwardParams p, float* delta) {
   delta[row] = d;
 }
 
-constexpr int Br = 16, Bc = 64, kThreads = 128;  // query rows a tile, keys a block, threads
+constexpr int Bc = 64, kThreads = 128;  // keys a block, threads
+// Query rows of a dkdv_kernel tile: four 16-row slices, two at D = 128, where the fragments of K
+// and V that the slices share would not fit in the registers beside dK and dV.
+template <int D>
+constexpr int kTileRows = D < 128 ? 64 : 32;
 // Shared rows of K, V, Q and dO are D + 8 elements long (step 4's padding): ldmatrix reads 16
 // bytes from each of 8 consecutive rows, and rows 2 D + 16 bytes apart start in different banks.
 constexpr int kPad = 8;
@@ -79,7 +83,7 @@ __device__ __forceinline__ void load_rows_async(T* smem, int stride, const T* gm
 // registers.
 template <typename T, int D>
 __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
-  constexpr int S = D + kPad;  // a shared row of K, V, Q or dO
+  constexpr int S = D + kPad, Br = kTileRows<D>;  // a shared row of K, V, Q or dO; a tile's rows
   const int tid = threadIdx.x, j0 = blockIdx.x * Bc;
   const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
   const int group = p.heads / p.heads_kv;
@@ -89,6 +93,9 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   const float c = p.scale * kLog2e;  // S_ij * c - LSE_i * log2 e: the exponent in base 2
   T* Ks = attn::shared_memory<T>();
   T *Vs = Ks + Bc * S, *Qbuf = Vs + Bc * S, *dObuf = Qbuf + kStages * Br * S;
+  // Each buffered tile's rows' LSE_i * log2 e and D_i (rows past the end: 0, their pairs masked).
+  float* Lbuf = reinterpret_cast<float*>(dObuf + kStages * Br * S);
+  float* Dbuf = Lbuf + kStages * Br;
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
   // The query tiles a row of which sees one of the block's keys: in each head of the group, the
@@ -104,6 +111,13 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
                            p.seqlen_q - i0);
     load_rows_async<D, Br>(dObuf + stage * Br * S, S, static_cast<const T*>(p.dout) + row0 * D,
                            p.seqlen_q - i0);
+    // The rows' LSE and D_i, one value a thread (kThreads >= 2 Br), kept for the tile's slices.
+    const int r = tid % Br;
+    const bool real = i0 + r < p.seqlen_q;
+    if (tid < Br)
+      Lbuf[stage * Br + r] = real ? p.lse[row0 + r] * kLog2e : 0.0f;
+    else if (tid < 2 * Br)
+      Dbuf[stage * Br + r] = real ? delta[row0 + r] : 0.0f;
   };
   // K and V (keys past the end: zeros, never seen) in one group with the first query tile.
   load_rows_async<D, Bc>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, p.seqlen_k - j0);
@@ -112,91 +126,96 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   attn::cp_async_commit();
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};  // the warp's 16 keys x D, as accumulator tiles
   for (int h = hk * group, s = 0; h < (hk + 1) * group; ++h)
-    for (int i0 = i_first; i0 < len_q; i0 += Br) {
-      const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
+    for (int it = i_first; it < len_q; it += Br) {
       const int stage = s++ % kStages;
-      const T *Qs = Qbuf + stage * Br * S, *dOs = dObuf + stage * Br * S;
       __syncthreads();  // every warp is done with the tile before, whose buffer the next takes
       // The next tile: this head's next one, or the next head's first.
-      if (i0 + Br < len_q)
-        load_tile(h, i0 + Br, (stage + 1) % kStages);
+      if (it + Br < len_q)
+        load_tile(h, it + Br, (stage + 1) % kStages);
       else if (h + 1 < (hk + 1) * group)
         load_tile(h + 1, i_first, (stage + 1) % kStages);
       attn::cp_async_commit();             // (an empty group when there is no next tile)
       attn::cp_async_wait<kStages - 1>();  // all but the newest group: this tile has landed ...
       __syncthreads();                     // ... for every thread's copies
-      // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 16 rows, two accumulator tiles of
-      // 8 rows each: the A fragments of K and V as in rung 4, and one ldmatrix.x4 of Q (and of
-      // dO) gives the B fragments of both tiles, as step 4 loads K for two key tiles.
-      float qk[2][4] = {}, dov[2][4] = {};
+      // The tile's 16-row slices, one after another, each as rung 9 computed its 16-row tile.
 #pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        uint32_t ka[4], va[4], qb[4], dob[4];
-        const int key = kw + lane % 8 + 8 * (lane / 8 % 2), d = kc * 16 + 8 * (lane / 16);
-        attn::ldmatrix<4>(ka, Ks + key * S + d);
-        attn::ldmatrix<4>(va, Vs + key * S + d);
-        const int r = lane % 8 + 8 * (lane / 16), c = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<4>(qb, Qs + r * S + c);
-        attn::ldmatrix<4>(dob, dOs + r * S + c);
+      for (int slice = 0; slice < Br / 16; ++slice) {
+        const int i0 = it + 16 * slice;
+        const T *Qs = Qbuf + (stage * Br + 16 * slice) * S,
+                *dOs = dObuf + (stage * Br + 16 * slice) * S;
+        // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 16 rows, two accumulator tiles of
+        // 8 rows each: the A fragments of K and V as in rung 4, and one ldmatrix.x4 of Q (and of
+        // dO) gives the B fragments of both tiles, as step 4 loads K for two key tiles.
+        float qk[2][4] = {}, dov[2][4] = {};
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          attn::mma_m16n8k16<T>(qk[nt], ka, {qb[2 * nt], qb[2 * nt + 1]}, qk[nt]);
-          attn::mma_m16n8k16<T>(dov[nt], va, {dob[2 * nt], dob[2 * nt + 1]}, dov[nt]);
+        for (int kc = 0; kc < D / 16; ++kc) {
+          uint32_t ka[4], va[4], qb[4], dob[4];
+          const int key = kw + lane % 8 + 8 * (lane / 8 % 2), d = kc * 16 + 8 * (lane / 16);
+          attn::ldmatrix<4>(ka, Ks + key * S + d);
+          attn::ldmatrix<4>(va, Vs + key * S + d);
+          const int r = lane % 8 + 8 * (lane / 16), c = kc * 16 + 8 * (lane / 8 % 2);
+          attn::ldmatrix<4>(qb, Qs + r * S + c);
+          attn::ldmatrix<4>(dob, dOs + r * S + c);
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            attn::mma_m16n8k16<T>(qk[nt], ka, {qb[2 * nt], qb[2 * nt + 1]}, qk[nt]);
+            attn::mma_m16n8k16<T>(dov[nt], va, {dob[2 * nt], dob[2 * nt + 1]}, dov[nt]);
+          }
         }
-      }
-      // The lane's four rows, 8 nt + 2t + r2: LSE_i * log2 e and D_i, once a tile (a row past the
-      // end reads nothing: its pairs are masked).
-      float lse2[2][2], d_i[2][2];
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int r2 = 0; r2 < 2; ++r2) {
-          const int r = 8 * nt + 2 * t + r2;
-          lse2[nt][r2] = i0 + r < p.seqlen_q ? p.lse[row0 + r] * kLog2e : 0.0f;
-          d_i[nt][r2] = i0 + r < p.seqlen_q ? delta[row0 + r] : 0.0f;
-        }
-      // Each pair the lane holds: element e of tile nt is key kw + g + 8 (e / 2), row
-      // 8 nt + 2t + e % 2. P_ij from the LSE, Z_ij, dP_ij and dS_ij, as in rung 4; P * Z and dS
-      // are kept, in the registers they were computed in. Every pair of the warp's tile is
-      // visible when its first row sees the warp's last key and its last row is a real one.
-      const bool all_visible = i0 + Br <= len_q && attn::row_keys_end(p, b, i0) >= j0 + kw + 16;
-      float pz[2][4], ds[2][4];
-      tile_pairs(drop, all_visible, [&](auto masked, auto dropout) {
-        constexpr bool kMasked = decltype(masked)::value, kDropout = decltype(dropout)::value;
+        // The lane's four rows of the slice, 8 nt + 2t + r2: LSE_i * log2 e and D_i, from the
+        // values the tile brought.
+        float lse2[2][2], d_i[2][2];
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = j0 + kw + g + 8 * (e / 2);
-            const float prob = attn::exp2_ftz(qk[nt][e] * c - lse2[nt][e % 2]);
-            const float z = kDropout ? attn::dropout_factor(drop, b, h, i, j) : 1.0f;
-            const bool visible = !kMasked || (i < p.seqlen_q && j < attn::row_keys_end(p, b, i));
-            pz[nt][e] = visible ? prob * z : 0.0f;
-            ds[nt][e] = visible ? prob * (z * dov[nt][e] - d_i[nt][e % 2]) : 0.0f;
+          for (int r2 = 0; r2 < 2; ++r2) {
+            const int r = stage * Br + 16 * slice + 8 * nt + 2 * t + r2;
+            lse2[nt][r2] = Lbuf[r];
+            d_i[nt][r2] = Dbuf[r];
           }
-      });
-      // dV += (P * Z)^T dO and dK += dS^T Q on tensor cores. The two tiles' accumulators (rows
-      // 0-7, 8-15) are the A fragment of the warp's 16 keys x 16 rows: a0a1 = tile 0's e = 0, 1,
-      // a2a3 its e = 2, 3, a4a5 and a6a7 tile 1's. dO and Q are stored [row][d], and the B
-      // operand needs [d][row]: ldmatrix.x4.trans gives two 16-row x 8-d tiles of it.
-      uint32_t pa[4], dsa[4];  // P * Z and dS as A fragments: the warp's 16 keys x 16 rows
+        // Each pair the lane holds: element e of tile nt is key kw + g + 8 (e / 2), row
+        // 8 nt + 2t + e % 2. P_ij from the LSE, Z_ij, dP_ij and dS_ij, as in rung 4; P * Z and dS
+        // are kept, in the registers they were computed in. Every pair of the warp's tile is
+        // visible when its first row sees the warp's last key and its last row is a real one.
+        const bool all_visible = i0 + 16 <= len_q && attn::row_keys_end(p, b, i0) >= j0 + kw + 16;
+        float pz[2][4], ds[2][4];
+        tile_pairs(drop, all_visible, [&](auto masked, auto dropout) {
+          constexpr bool kMasked = decltype(masked)::value, kDropout = decltype(dropout)::value;
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        pa[2 * nt] = attn::pack2<T>(pz[nt][0], pz[nt][1]);
-        pa[2 * nt + 1] = attn::pack2<T>(pz[nt][2], pz[nt][3]);
-        dsa[2 * nt] = attn::pack2<T>(ds[nt][0], ds[nt][1]);
-        dsa[2 * nt + 1] = attn::pack2<T>(ds[nt][2], ds[nt][3]);
-      }
+          for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int dt = 0; dt < D / 8; dt += 2) {
-        uint32_t ob[4], qb[4];
-        const int r = lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(ob, dOs + r * S + d);
-        attn::ldmatrix<4, true>(qb, Qs + r * S + d);
-        attn::mma_m16n8k16<T>(dv[dt], pa, {ob[0], ob[1]}, dv[dt]);
-        attn::mma_m16n8k16<T>(dv[dt + 1], pa, {ob[2], ob[3]}, dv[dt + 1]);
-        attn::mma_m16n8k16<T>(dk[dt], dsa, {qb[0], qb[1]}, dk[dt]);
-        attn::mma_m16n8k16<T>(dk[dt + 1], dsa, {qb[2], qb[3]}, dk[dt + 1]);
+            for (int e = 0; e < 4; ++e) {
+              const int r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = j0 + kw + g + 8 * (e / 2);
+              const float prob = attn::exp2_ftz(qk[nt][e] * c - lse2[nt][e % 2]);
+              const float z = kDropout ? attn::dropout_factor(drop, b, h, i, j) : 1.0f;
+              const bool visible = !kMasked || (i < p.seqlen_q && j < attn::row_keys_end(p, b, i));
+              pz[nt][e] = visible ? prob * z : 0.0f;
+              ds[nt][e] = visible ? prob * (z * dov[nt][e] - d_i[nt][e % 2]) : 0.0f;
+            }
+        });
+        // dV += (P * Z)^T dO and dK += dS^T Q on tensor cores. The two tiles' accumulators (rows
+        // 0-7, 8-15) are the A fragment of the warp's 16 keys x 16 rows: a0a1 = tile 0's e = 0, 1,
+        // a2a3 its e = 2, 3, a4a5 and a6a7 tile 1's. dO and Q are stored [row][d], and the B
+        // operand needs [d][row]: ldmatrix.x4.trans gives two 16-row x 8-d tiles of it.
+        uint32_t pa[4], dsa[4];  // P * Z and dS as A fragments: the warp's 16 keys x 16 rows
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          pa[2 * nt] = attn::pack2<T>(pz[nt][0], pz[nt][1]);
+          pa[2 * nt + 1] = attn::pack2<T>(pz[nt][2], pz[nt][3]);
+          dsa[2 * nt] = attn::pack2<T>(ds[nt][0], ds[nt][1]);
+          dsa[2 * nt + 1] = attn::pack2<T>(ds[nt][2], ds[nt][3]);
+        }
+#pragma unroll
+        for (int dt = 0; dt < D / 8; dt += 2) {
+          uint32_t ob[4], qb[4];
+          const int r = lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
+          attn::ldmatrix<4, true>(ob, dOs + r * S + d);
+          attn::ldmatrix<4, true>(qb, Qs + r * S + d);
+          attn::mma_m16n8k16<T>(dv[dt], pa, {ob[0], ob[1]}, dv[dt]);
+          attn::mma_m16n8k16<T>(dv[dt + 1], pa, {ob[2], ob[3]}, dv[dt + 1]);
+          attn::mma_m16n8k16<T>(dk[dt], dsa, {qb[0], qb[1]}, dk[dt]);
+          attn::mma_m16n8k16<T>(dk[dt + 1], dsa, {qb[2], qb[3]}, dk[dt + 1]);
+        }
       }
     }
   attn::cp_async_wait<0>();  // nothing may be in flight when the block exits (K and V, where it
@@ -340,7 +359,9 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
     attn::launch(delta_kernel<T>, {dim3(static_cast<unsigned>((rows + 127) / 128)), dim3(128)}, p,
                  delta);
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
-      const size_t smem = (2 * Bc + 2 * kStages * Br) * (D + kPad) * sizeof(T);
+      constexpr int Br = kTileRows<D>;
+      const size_t smem =
+          (2 * Bc + 2 * kStages * Br) * (D + kPad) * sizeof(T) + 2 * kStages * Br * sizeof(float);
       attn::launch(dkdv_kernel<T, D>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem},
                    p, static_cast<const float*>(delta));
       const size_t dq_smem = (2 * kRowsQ + 2 * kStages * Bc) * (D + kPad) * sizeof(T);

@@ -27,6 +27,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung8 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung9 {
+ATTN_KERNEL_ENTRIES
+}
 
 // The tensor-core kernel is instantiated for these head dims only (attn::dispatch_head_dim); the
 // rungs before it loop over D at run time, and are held to the same list.
@@ -61,9 +64,13 @@ attn::StepInfo info() {
       ATTN_RUNG("pipeline",
                 "the next tile's copies (cp.async) in flight while the warps compute on this one",
                 rung8),
-      {"elementwise",
-       "a tile's pairs in one straight run: rows' LSE and D_i once a tile, P by ex2, the mask "
-       "and dropout tested only where needed",
+      ATTN_RUNG("elementwise",
+                "a tile's pairs in one straight run: rows' LSE and D_i once a tile, P by ex2, the "
+                "mask and dropout tested only where needed",
+                rung9),
+      {"taller",
+       "dkdv_kernel's query tiles 64 rows tall, four 16-row slices a tile: its copies, barriers "
+       "and loop paid once for four times the products",
        &cpu::run, ATTN_GPU_RUN(gpu::run), ATTN_COUNTED_RUN(counted::run)},
   };
   return s;

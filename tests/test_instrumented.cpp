@@ -50,6 +50,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step6::rung8::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step6::rung9::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step2::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -185,6 +188,7 @@ TEST_CASE("instrumented step1 passes the matrix with no access reported", "[inst
 TEST_CASE("instrumented step6 and its tensor-core rungs pass the matrix with no access reported",
           "[instrumented]") {
   for (const auto& [name, fn] : {std::pair{"step6_backward", &step6::counted::run},
+                                 {"step6_backward[elementwise]", &step6::rung9::counted::run},
                                  {"step6_backward[pipeline]", &step6::rung8::counted::run},
                                  {"step6_backward[deterministic]", &step6::rung7::counted::run},
                                  {"step6_backward[dq]", &step6::rung6::counted::run},

@@ -159,6 +159,7 @@ STEP_RUNG_MATRIX_TESTS("step6_backward", "registers")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "dq")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "deterministic")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "pipeline")
+STEP_RUNG_MATRIX_TESTS("step6_backward", "elementwise")
 STEP_RUNG_MATRIX_TESTS("step2_tiled", "tiles")
 STEP_RUNG_MATRIX_TESTS("step2_tiled", "warps")
 STEP_RUNG_MATRIX_TESTS("step4_tensorcore", "mma")
@@ -428,6 +429,12 @@ TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq
   CHECK(unpipelined.dq == pipelined.dq);
   CHECK(unpipelined.dk == pipelined.dk);
   CHECK(unpipelined.dv == pipelined.dv);
+  // Taller tiles (rung 6.10, the step's own) change where dkdv_kernel's rows come from, not the
+  // arithmetic or its order: rung 6.9's bits.
+  const attn::Gradients sliced = grads("elementwise", "forward");
+  CHECK(sliced.dq == first.dq);
+  CHECK(sliced.dk == first.dk);
+  CHECK(sliced.dv == first.dv);
   const attn::Gradients atomics = grads("dq", "forward");
   int differ = 0;
   for (const std::string& schedule : schedules) differ += grads("dq", schedule).dq != atomics.dq;
