@@ -58,6 +58,8 @@ struct Options {
   // the host for the checks of --load and the FP64 comparison. Needs backend "gpu" (or "cpu" with
   // host memory and no stream: the CPU backend's device memory, where the tests run this path),
   // iters 0, and neither counters nor instrumented.
+  // A backward step reads O and LSE there (the forward's) and dO, and writes dQ, dK and dV in place
+  // (dout .. dv: a backward step's alone, each set for it).
   struct DeviceArrays {
     const void* q = nullptr;
     const void* k = nullptr;
@@ -65,6 +67,10 @@ struct Options {
     void* o = nullptr;
     float* lse = nullptr;
     void* stream = nullptr;
+    const void* dout = nullptr;
+    void* dq = nullptr;
+    void* dk = nullptr;
+    void* dv = nullptr;
   };
   const DeviceArrays* device_arrays = nullptr;
   int gpu_device = 0;  // the CUDA device the GPU backend uses (the binding: the array's)

@@ -295,6 +295,15 @@ class DeviceBackward {
       throw;
     }
   }
+  // The caller's arrays in place (Options::DeviceArrays): dQ, dK and dV poisoned when checked.
+  DeviceBackward(Backend& be, const Problem& p, const Options::DeviceArrays& d, bool poison)
+      : be_(be), p_(p), tensors_{d.dout, d.dq, d.dk, d.dv} {
+    if (poison) {
+      be.poison(d.dq, p.q_elements() * sizeof(Bits16));
+      be.poison(d.dk, p.kv_elements() * sizeof(Bits16));
+      be.poison(d.dv, p.kv_elements() * sizeof(Bits16));
+    }
+  }
   ~DeviceBackward() {
     for (void* ptr : buffers_) be_.release(ptr);
   }
@@ -361,6 +370,34 @@ BackwardInputs backward_inputs_for(const Problem& p, const HostInputs& in,
     ref.lse = std::move(f.lse);
   }
   return backward_inputs(p, std::move(dout), ref);
+}
+
+// A backward step's set-up: what it reads besides Q, K and V on the backend beside the problem's
+// (the caller's device arrays where given: copied back to the host only when checked), and, when
+// checked, the FP64 gradients. Returns "" or why the caller's inputs are refused.
+std::string prepare_backward(const StepInfo& step, const Options& opt, Backend& be,
+                             const HostInputs& in, const DeviceProblem& dev,
+                             std::unique_ptr<DeviceBackward>& bwd, BackwardInputs& bin,
+                             ReferenceGrads& ref) {
+  const Problem& p = opt.problem;
+  const Options::DeviceArrays* d = opt.device_arrays;
+  BackwardInputs caller;
+  const BackwardInputs* given = opt.backward_inputs;
+  if (d != nullptr && opt.check) {
+    host_resize(caller.dout, p.q_elements(), "dO (host copy)");
+    host_resize(caller.o, p.q_elements(), "O (host copy)");
+    host_resize(caller.lse, p.lse_elements(), "LSE (host copy)");
+    be.download(caller.dout.data(), d->dout, caller.dout.size() * sizeof(Bits16));
+    be.download(caller.o.data(), d->o, caller.o.size() * sizeof(Bits16));
+    be.download(caller.lse.data(), d->lse, caller.lse.size() * sizeof(float));
+    given = &caller;
+  }
+  if (given != nullptr)
+    if (std::string why = check_finite(p, *given); !why.empty()) return step.name + ": " + why;
+  if (d == nullptr || opt.check) bin = backward_inputs_for(p, in, given, opt.check, ref);
+  bwd = d != nullptr ? std::make_unique<DeviceBackward>(be, p, *d, opt.check)
+                     : std::make_unique<DeviceBackward>(be, p, dev, bin);
+  return "";
 }
 
 }  // namespace
@@ -595,11 +632,16 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     throw std::logic_error(
         "run_step: device arrays run once (iters 0), on the GPU or in host memory on the CPU "
         "backend, with nothing saved, counted or instrumented");
-  if (step.backward && (opt.device_arrays != nullptr || !opt.save.empty()))
-    return invalid(
-        step.name + ": " +
-        (opt.save.empty() ? std::string("the caller's device arrays") : "--save " + opt.save) +
-        ": not for the backward pass yet (host arrays only, and nothing saved)");
+  if (step.backward && !opt.save.empty())
+    return invalid(step.name + ": --save " + opt.save +
+                   ": not for the backward pass yet (its inputs and gradients are not saved)");
+  if (const Options::DeviceArrays* d = opt.device_arrays;
+      d != nullptr &&
+      (d->dout != nullptr) + (d->dq != nullptr) + (d->dk != nullptr) + (d->dv != nullptr) !=
+          (step.backward ? 4 : 0))
+    throw std::logic_error(
+        "run_step: a backward step's device arrays need dout, dq, dk and dv; a forward step's "
+        "have none of them");
   if (opt.backward_inputs != nullptr && !step.backward)
     throw std::logic_error("run_step: backward inputs given to a forward step");
   // Notes go out at once when there is somewhere to print them, else with the outcome.
@@ -659,7 +701,8 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       return invalid(why);
     const HostInputs& in = *given;
     const std::unique_ptr<DeviceProblem> dev =
-        opt.device_arrays ? std::make_unique<DeviceProblem>(*be, p, *opt.device_arrays, opt.check)
+        opt.device_arrays ? std::make_unique<DeviceProblem>(*be, p, *opt.device_arrays,
+                                                            opt.check && !step.backward)
                           : std::make_unique<DeviceProblem>(*be, p, in);
     const AttentionParams& params = dev->params();
     RunContext ctx(*be);
@@ -670,11 +713,9 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
     ReferenceGrads grads_ref;
     BackwardInputs bin;
     if (step.backward) {
-      if (opt.backward_inputs != nullptr)
-        if (std::string why = check_finite(p, *opt.backward_inputs); !why.empty())
-          return invalid(step.name + ": " + why);
-      bin = backward_inputs_for(p, in, opt.backward_inputs, opt.check, grads_ref);
-      bwd = std::make_unique<DeviceBackward>(*be, p, *dev, bin);
+      if (std::string why = prepare_backward(step, opt, *be, in, *dev, bwd, bin, grads_ref);
+          !why.empty())
+        return invalid(why);
       ctx.backward = bwd->tensors();
       row.backward = true;
     }

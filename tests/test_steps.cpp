@@ -3,16 +3,19 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
 
 #include "common/check.h"
+#include "common/reference.h"
 #include "common/simt/launch.h"
 #include "common/simt/memory.h"
 #include "common/simt/ptx.h"
 #include "common/simt/sm90.h"
+#include "common/tensors.h"
 #include "tests/boundary.h"
 #include "tests/matrix.h"
 #include "tests/source_line.h"
@@ -439,6 +442,67 @@ TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq
   int differ = 0;
   for (const std::string& schedule : schedules) differ += grads("dq", schedule).dq != atomics.dq;
   CHECK(differ > 0);
+}
+
+// The path a PyTorch CUDA tensor takes (Options::device_arrays), on the CPU backend, whose device
+// memory is host memory: step 6 reads Q, K, V, O, LSE and dO and writes dQ, dK and dV where the
+// caller holds them, the same bits as with the harness's own copies; unchecked it touches nothing
+// else, checked it poisons the gradients first and compares them with the FP64 reference.
+TEST_CASE("step 6 on the caller's arrays in place (the path CUDA arrays take), CPU backend",
+          "[steps][in_place]") {
+  const attn::StepInfo& step = step_named("step6_backward");
+  attn::Options o;
+  o.problem = attn_test::make(2, 4, 2, 70, 90, 64, attn::DType::bf16, true, {90, 33}, 0.1f);
+  const attn::Problem& p = o.problem;
+  o.backend = "cpu";
+  o.iters = 0;
+  o.warmup = 0;
+  const attn::HostInputs in = attn::make_inputs(p);
+  const std::vector<attn::Bits16> dout = attn::make_dout(p);
+  attn::BackwardInputs given = attn::backward_inputs(
+      p, dout, attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, p.dtype)));
+  // The usual way: the harness's copies, the gradients kept.
+  o.inputs = &in;
+  o.backward_inputs = &given;
+  o.keep_outputs = true;
+  const attn::RunOutcome copied = attn::run_step(step, o);
+  INFO(copied.message);
+  REQUIRE(copied.exit_code == 0);
+  // In place.
+  std::vector<attn::Bits16> dq(p.q_elements()), dk(p.kv_elements()), dv(p.kv_elements());
+  attn::Options::DeviceArrays arrays{in.q.data(), in.k.data(), in.v.data(), given.o.data(),
+                                     given.lse.data()};
+  arrays.dout = dout.data(), arrays.dq = dq.data(), arrays.dk = dk.data(), arrays.dv = dv.data();
+  o.inputs = nullptr;
+  o.backward_inputs = nullptr;
+  o.keep_outputs = false;
+  o.device_arrays = &arrays;
+  const std::vector<attn::Bits16> o_before = given.o;
+  for (const bool check : {false, true}) {
+    o.check = check;
+    std::fill(dq.begin(), dq.end(), attn::Bits16(0x1234));
+    const attn::RunOutcome r = attn::run_step(step, o);
+    INFO("check " << check << ": " << r.message << r.row.check.first_failure);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.row.checked == check);
+    CHECK((check ? r.row.check.passed : true));
+    CHECK(r.grads.dq.empty());  // nothing copied back
+    CHECK(dq == copied.grads.dq);
+    CHECK(dk == copied.grads.dk);
+    CHECK(dv == copied.grads.dv);
+    CHECK(given.o == o_before);  // the forward's O is read, never poisoned
+  }
+  // NaN in the caller's dO is refused when checked, in one line.
+  std::vector<attn::Bits16> bad = dout;
+  bad[5] = attn::to_bits(NAN, p.dtype);
+  arrays.dout = bad.data();
+  const attn::RunOutcome r = attn::run_step(step, o);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains("dout"));
+  // A backward step without its gradients' arrays is a programming error, not a user's.
+  arrays.dout = dout.data();
+  arrays.dv = nullptr;
+  CHECK_THROWS_AS(attn::run_step(step, o), std::logic_error);
 }
 
 TEST_CASE("the shorter problems reach step 6's tiles", "[steps]") {

@@ -148,9 +148,9 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
     model of it on `model_gpu` (a GPU the model knows, 'H100 SXM' by default; labelled a model,
     not a measurement), as a dict.
 
-    PyTorch host tensors that require grad (with grad enabled) give an o that backpropagates:
-    the backward runs step 6 (attention_backward) on this forward's o and lse; lse has no
-    gradient. CUDA tensors that require grad are refused until step 6 takes CUDA arrays.
+    PyTorch tensors that require grad (with grad enabled), host or CUDA, give an o that
+    backpropagates: the backward runs step 6 (attention_backward) on this forward's o and lse,
+    on the tensors' device; lse has no gradient.
 
     Returns (o, lse) in the input's framework and device: o in the input's dtype (float32 for
     float32/float64 inputs), lse float32 (batch, heads, seqlen_q); with counters=True,
@@ -169,12 +169,6 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
         raise TypeError("q, k and v must be arrays of one framework; they are "
                         + ", ".join(f"{n}: {type(a).__module__}.{type(a).__name__}"
                                     for n, a in arrays.items()))
-    if kind == _DLPACK_CUDA and type(q).__module__.startswith("torch"):
-        import torch
-        if torch.is_grad_enabled() and any(a.requires_grad for a in arrays.values()):
-            raise ValueError("q, k or v requires grad, and the backward (step 6) takes host "
-                             "tensors only for now: call it under torch.no_grad(), or on CPU "
-                             "tensors")
     if kind == _DLPACK_CUDA:
         _cuda.refuse_unless_supported(q, _device_name((kind, index)), _flag("counters", counters),
                                       _text("schedule", schedule, allow_none=False),
@@ -182,7 +176,7 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
     elif kind != _DLPACK_CPU:
         raise ValueError(f"q is on {_device_name((kind, index))}: only host (CPU) arrays and "
                          "CUDA arrays (PyTorch, CuPy) are supported")
-    elif type(q).__module__.startswith("torch"):
+    if type(q).__module__.startswith("torch"):
         import torch
         if torch.is_grad_enabled() and any(a.requires_grad for a in arrays.values()):
             if counters:
@@ -197,7 +191,8 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
                 causal=causal, scale=scale, seqlens_q=seqlens_q, seqlens_k=seqlens_k,
                 dropout=dropout, seed=seed, dtype=dtype, schedule=schedule),
                 dict(rung=rung, variant=variant, config=config, check=check))
-        arrays = {n: a.detach() for n, a in arrays.items()}  # DLPack exports no autograd graph
+        if kind == _DLPACK_CPU:  # (CUDA tensors are detached where they are taken)
+            arrays = {n: a.detach() for n, a in arrays.items()}  # DLPack exports no graph
     if isinstance(rung, bool) or not isinstance(rung, (str, int, np.integer, type(None))):
         raise TypeError(f"rung must be a name, a number or None, not {rung!r}")
     step, rung = _step_and_rung(step, rung)
@@ -236,10 +231,12 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
     q, k, v as for flashsteps.attention; o and lse the forward's outputs for them (what
     flashsteps.attention returned, with the same causal, scale, seqlens, dropout and seed), and
     dout the gradient of the loss with respect to o: o and dout of q's shape and dtype, lse
-    float32 (batch, heads, seqlen_q). Host arrays (NumPy, PyTorch CPU tensors, JAX), run on the
-    CPU backend; CUDA arrays are not taken yet. step: 'step6_backward' or 6. check: also compare
-    dQ, dK and dV with the FP64 gradients (the gate of docs/architecture.md; RuntimeError if it
-    fails).
+    float32 (batch, heads, seqlen_q). Host arrays (NumPy, PyTorch CPU tensors, JAX) run on the
+    CPU backend; CUDA arrays (PyTorch, CuPy), all six on one device, run the GPU build in place
+    on the framework's current stream, the gradients the framework's own arrays (schedule must
+    then be 'forward'). step: 'step6_backward' or 6. check: also compare dQ, dK and dV with the
+    FP64 gradients (the gate of docs/architecture.md; RuntimeError if it fails; CUDA arrays are
+    copied to the host to do so).
 
     Returns (dq, dk, dv) in q's framework and dtype (float32 for float32/float64 inputs), of q's,
     k's and v's shapes; dk and dv sum over the query heads of each key/value head's group (GQA).
@@ -253,11 +250,21 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
             raise ValueError(f"{name} is missing: the backward reads the forward's o and lse and "
                              "the upstream gradient dout")
         arrays[name] = a
-    for name, a in arrays.items():
-        kind, index = _device(name, a)
-        if kind != _DLPACK_CPU:
-            raise ValueError(f"{name} is on {_device_name((kind, index))}: the backward takes host "
-                             "arrays only, for now")
+    devices = {name: _device(name, a) for name, a in arrays.items()}
+    kind, index = devices["q"]
+    for name, device in devices.items():
+        if device != devices["q"]:
+            raise ValueError(f"{name} is on {_device_name(device)} and q on "
+                             f"{_device_name(devices['q'])}: the backward takes its six arrays "
+                             "on one device")
+    if kind == _DLPACK_CUDA:
+        _cuda.refuse_unless_supported(q, _device_name((kind, index)), False,
+                                      _text("schedule", schedule, allow_none=False), None)
+        if len({type(a).__module__.split(".")[0] for a in arrays.values()}) != 1:
+            raise TypeError("q, k, v, o, lse and dout must be arrays of one framework")
+    elif kind != _DLPACK_CPU:
+        raise ValueError(f"q is on {_device_name((kind, index))}: only host (CPU) arrays and "
+                         "CUDA arrays (PyTorch, CuPy) are supported")
     if type(q).__module__.startswith("torch"):
         arrays = {n: a.detach() for n, a in arrays.items()}  # DLPack exports no autograd graph
     step, rung = _step_and_rung(step, None)
@@ -267,6 +274,13 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
     seed = operator.index(seed)
     if not 0 <= seed < 2**64:
         raise ValueError(f"seed={seed}: must be in [0, 2^64)")
+    if kind == _DLPACK_CUDA:
+        return _cuda.backward_in_place(
+            step, arrays["q"], arrays["k"], arrays["v"], arrays["o"], arrays["lse"],
+            arrays["dout"], _text("dtype", dtype), causal=_flag("causal", causal),
+            scale=None if scale is None else _real("scale", scale),
+            seqlens_q=_lengths("seqlens_q", seqlens_q), seqlens_k=_lengths("seqlens_k", seqlens_k),
+            dropout=_real("dropout", dropout), seed=seed, check=_flag("check", check))
     dq, dk, dv, _row, _notes = _core.backward(
         step, arrays["q"], arrays["k"], arrays["v"], arrays["o"], arrays["lse"], arrays["dout"],
         dtype=_text("dtype", dtype), causal=_flag("causal", causal),
@@ -279,8 +293,9 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
 
 
 class _Autograd:
-    """flashsteps.attention on PyTorch host tensors that require grad: the forward by the chosen
-    step, the backward by step 6 (attention_backward) on the forward's own O and LSE. LSE is an
+    """flashsteps.attention on PyTorch tensors that require grad (host or CUDA): the forward by
+    the chosen step, the backward by step 6 (attention_backward) on the forward's own O and LSE,
+    on the tensors' device. LSE is an
     output without a gradient (marked non-differentiable: a loss that uses it gets none through
     it)."""
 

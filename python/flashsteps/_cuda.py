@@ -30,7 +30,7 @@ def _torch_prepare(arrays: dict[str, Any], dtype: str | None) -> tuple[dict[str,
         if not a.is_contiguous() or a.data_ptr() % 16:
             a = a.clone(memory_format=torch.contiguous_format)
         out[name] = a
-    return out, torch.cuda.current_stream(out["q"].device).cuda_stream
+    return out, torch.cuda.current_stream(next(iter(out.values())).device).cuda_stream
 
 
 def _torch_empty(ref: Any, shape: tuple[int, ...], float32: bool) -> Any:
@@ -42,7 +42,7 @@ def _cupy_prepare(arrays: dict[str, Any], dtype: str | None) -> tuple[dict[str, 
     import cupy
     wide = {cupy.dtype(cupy.float32), cupy.dtype(cupy.float64)}
     out = {}
-    with arrays["q"].device:
+    with next(iter(arrays.values())).device:
         if dtype in _SIXTEEN and all(a.dtype in wide for a in arrays.values()) and \
                 len({a.dtype for a in arrays.values()}) == 1:
             if dtype == "bf16":
@@ -119,3 +119,39 @@ def _run(step: str, q: Any, k: Any, v: Any, dtype: str | None, **options: Any) -
         with q.device:
             return o.astype("float32"), lse
     return o.float(), lse
+
+
+def backward_in_place(step: str, q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
+                      dtype: str | None, **options: Any) -> tuple[Any, Any, Any]:
+    """dQ, dK and dV of a backward step on CUDA arrays, in their framework (in q's 16-bit dtype,
+    float32 for float32/float64 inputs): the kernels read q, k, v, the forward's o and lse and
+    dout where they are, and write the gradients into arrays the framework allocates."""
+    if framework(q) == "torch":
+        import torch
+        with torch.cuda.device(q.device):
+            return _backward(step, q, k, v, o, lse, dout, dtype, **options)
+    return _backward(step, q, k, v, o, lse, dout, dtype, **options)
+
+
+def _backward(step: str, q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, dtype: str | None,
+              **options: Any) -> tuple[Any, Any, Any]:
+    prepare, empty = _FRAMEWORKS[framework(q)]
+    wide = str(q.dtype).rsplit(".", 1)[-1] in ("float32", "float64")
+    arrays, stream = prepare({"q": q, "k": k, "v": v}, dtype)
+    # o and dout as q is taken (a float32 o of float64 inputs, say, rounded the same way); lse
+    # float32 (the forward's), contiguous and aligned.
+    grads, _ = prepare({"o": o, "dout": dout}, dtype)
+    lse32, _ = prepare({"lse": lse.astype("float32") if framework(q) == "cupy" else lse.float()},
+                       None)
+    q16, k16 = arrays["q"], arrays["k"]
+    dq = empty(q16, tuple(q16.shape), float32=False)
+    dk = empty(k16, tuple(k16.shape), float32=False)
+    dv = empty(k16, tuple(k16.shape), float32=False)
+    _core.run_cuda(step, q16, k16, arrays["v"], grads["o"], lse32["lse"], stream=stream,
+                   dtype=dtype, dout=grads["dout"], dq=dq, dk=dk, dv=dv, **options)
+    if not wide:
+        return dq, dk, dv
+    if framework(q) == "cupy":
+        with q.device:
+            return dq.astype("float32"), dk.astype("float32"), dv.astype("float32")
+    return dq.float(), dk.float(), dv.float()

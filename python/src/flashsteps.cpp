@@ -538,10 +538,25 @@ nb::dict run_cuda(const std::string& step_name, const nb::ndarray<nb::ro>& q,
                   std::optional<std::vector<int>> seqlens_k, float dropout, uint64_t seed,
                   const std::optional<std::string>& rung, const std::optional<std::string>& variant,
                   const std::optional<std::string>& config,
-                  const std::optional<std::string>& tuned_table, bool check) {
+                  const std::optional<std::string>& tuned_table, bool check,
+                  const std::optional<nb::ndarray<nb::ro>>& dout,
+                  const std::optional<nb::ndarray<>>& dq, const std::optional<nb::ndarray<>>& dk,
+                  const std::optional<nb::ndarray<>>& dv) {
   const attn::StepInfo& step = find_step(step_name);
   if (q.device_type() != nb::device::cuda::value)
     throw nb::value_error("q: run_cuda takes CUDA arrays (run takes host arrays)");
+  // A backward step reads o, lse and dout and writes dq, dk and dv; a forward step has none of
+  // the last four.
+  for (auto [name, given] : {std::pair{"dout", dout.has_value()},
+                             {"dq", dq.has_value()},
+                             {"dk", dk.has_value()},
+                             {"dv", dv.has_value()}})
+    if (given != step.backward)
+      throw nb::value_error((step.name + ": " + name +
+                             (step.backward ? " is missing: a backward step reads o, lse and dout "
+                                              "and writes dq, dk and dv"
+                                            : ": a forward step takes no gradients"))
+                                .c_str());
   attn::Options opt = options_for(step, q, k, v,
                                   {dtype, causal, scale, std::move(seqlens_q), std::move(seqlens_k),
                                    dropout, seed, rung, variant, "gpu", int(q.device_id()),
@@ -561,20 +576,34 @@ nb::dict run_cuda(const std::string& step_name, const nb::ndarray<nb::ro>& q,
   check_in_place("v", v, {B, Hkv, Sk, D}, dev);
   check_in_place("o", o, {B, H, Sq, D}, dev);
   check_in_place("lse", lse, {B, H, Sq}, dev);
+  if (step.backward) {
+    check_in_place("dout", *dout, {B, H, Sq, D}, dev);
+    check_in_place("dq", *dq, {B, H, Sq, D}, dev);
+    check_in_place("dk", *dk, {B, Hkv, Sk, D}, dev);
+    check_in_place("dv", *dv, {B, Hkv, Sk, D}, dev);
+  }
   // The kernels read 16-bit storage: float32/float64 arrays are rounded by flashsteps.attention
   // first (on the device), never taken here.
   using Code = nb::dlpack::dtype_code;
   const nb::dlpack::dtype sixteen{
       uint8_t(p.dtype == attn::DType::fp16 ? Code::Float : Code::Bfloat), 16, 1};
-  for (auto [name, t] :
-       {std::pair{"q", q.dtype()}, {"k", k.dtype()}, {"v", v.dtype()}, {"o", o.dtype()}})
+  std::vector<std::pair<const char*, nb::dlpack::dtype>> sixteen_bit = {
+      {"q", q.dtype()}, {"k", k.dtype()}, {"v", v.dtype()}, {"o", o.dtype()}};
+  if (step.backward)
+    sixteen_bit.insert(
+        sixteen_bit.end(),
+        {{"dout", dout->dtype()}, {"dq", dq->dtype()}, {"dk", dk->dtype()}, {"dv", dv->dtype()}});
+  for (auto [name, t] : sixteen_bit)
     if (t != sixteen)
       throw nb::value_error((std::string(name) + ": expected " + attn::dtype_name(p.dtype) +
                              " (run_cuda takes 16-bit arrays; flashsteps.attention rounds wider "
                              "ones on the device)")
                                 .c_str());
-  const attn::Options::DeviceArrays arrays{q.data(), k.data(),   v.data(),
-                                           o.data(), lse.data(), reinterpret_cast<void*>(stream)};
+  attn::Options::DeviceArrays arrays{q.data(), k.data(),   v.data(),
+                                     o.data(), lse.data(), reinterpret_cast<void*>(stream)};
+  if (step.backward)
+    arrays.dout = dout->data(), arrays.dq = dq->data(), arrays.dk = dk->data(),
+    arrays.dv = dv->data();
   opt.device_arrays = &arrays;
 
   const attn::RunOutcome r = run_released(step, opt, false);
@@ -623,12 +652,15 @@ NB_MODULE(_core, m) {
         nb::arg("seqlens_k").none() = nb::none(), nb::arg("dropout") = 0.0f, nb::arg("seed") = 0,
         nb::arg("rung").none() = nb::none(), nb::arg("variant").none() = nb::none(),
         nb::arg("config").none() = nb::none(), nb::arg("tuned_table").none() = nb::none(),
-        nb::arg("check") = false,
+        nb::arg("check") = false, nb::arg("dout").none() = nb::none(),
+        nb::arg("dq").none() = nb::none(), nb::arg("dk").none() = nb::none(),
+        nb::arg("dv").none() = nb::none(),
         "Runs a step's GPU kernels in place on CUDA arrays: reads q (B, H, Sq, D), k and v (B, "
         "Hkv, Sk, D), fp16 or bf16, and writes o (like q) and lse (float32, (B, H, Sq)), each "
         "C-contiguous and 16-byte aligned on q's device; launched on `stream` (a cudaStream_t as "
-        "an integer, 0 the default stream) and not waited for unless check. Returns the result "
-        "row's CSV fields. Raises as run does.");
+        "an integer, 0 the default stream) and not waited for unless check. A backward step "
+        "reads o, lse (the forward's) and dout (like q) and writes dq (like q), dk and dv (like "
+        "k). Returns the result row's CSV fields. Raises as run does.");
   m.def(
       "flops",
       [](int batch, int heads, int seqlen_q, int seqlen_k, int dim, bool causal) {

@@ -251,7 +251,8 @@ def test_ctrl_c_stops_a_cpu_run_and_python_keeps_its_handler():
 
 
 def test_the_gil_is_released_while_a_step_runs():
-    q = np.full((1, 8, 512, 64), 0.5, dtype=np.float16)
+    # Long enough to tell (about 0.7 s of step 3 where the kernels' copies convert with F16C).
+    q = np.full((1, 24, 512, 64), 0.5, dtype=np.float16)
     t = threading.Thread(target=flashsteps.attention, args=(q, q, q, "step3_fused"))
     t0 = time.monotonic()
     t.start()

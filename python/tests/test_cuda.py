@@ -1,6 +1,7 @@
 """CUDA arrays in place (docs/python.md): PyTorch tensors and CuPy arrays run the GPU build on
-their device and their framework's current stream, O and LSE the framework's own arrays, nothing
-copied through the host; and flashsteps.benchmark. The refusals run everywhere (a stand-in CUDA
+their device and their framework's current stream, O and LSE (and a backward's dQ, dK, dV) the
+framework's own arrays, nothing copied through the host; autograd through step 6 on CUDA
+tensors; and flashsteps.benchmark. The refusals run everywhere (a stand-in CUDA
 array); the rest where PyTorch sees a GPU and the build has GPU code (the GPU run,
 scripts/gpu_run.sh, runs this file there)."""
 import time
@@ -48,6 +49,21 @@ def test_what_a_cuda_array_cannot_do_is_one_value_error(monkeypatch, kwargs, mes
     monkeypatch.setattr(flashsteps._core, "gpu_built", True)
     with pytest.raises(ValueError, match=message):
         run_stand_in(**kwargs)
+
+
+def test_a_backward_on_cuda_arrays_without_gpu_code_is_one_value_error(monkeypatch):
+    monkeypatch.setattr(flashsteps._core, "gpu_built", False)
+    a = StandInCudaArray()
+    with pytest.raises(ValueError, match=r"^q is a CUDA array \(cuda:0\), and this build of "
+                                         r"flashsteps has no GPU code"):
+        flashsteps.attention_backward(a, a, a, a, a, a)
+
+
+def test_a_backward_across_devices_is_one_value_error():
+    a, host = StandInCudaArray(), np.zeros((1, 1, 4, 64), np.float16)
+    with pytest.raises(ValueError, match=r"^o is on cuda:0 and q on cpu:0: the backward takes its "
+                                         r"six arrays on one device$"):
+        flashsteps.attention_backward(host, host, host, a, host, host)
 
 
 def test_run_cuda_refuses_host_arrays():
@@ -171,6 +187,44 @@ def test_check_and_bad_input_on_a_cuda_array(torch):
         flashsteps.attention(q, k, v, 0)
     with pytest.raises(ValueError, match=r"^q, k and v are float32: pass dtype='fp16' or 'bf16'"):
         flashsteps.attention(q.float(), k.float(), v.float(), "step3_fused")
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_the_backward_in_place_agrees_with_the_cpu_backend(torch, dtype):
+    q, k, v = problem(torch, torch.float16 if dtype == "fp16" else torch.bfloat16)
+    kwargs = dict(causal=True, seqlens_k=[257, 100], dropout=0.2, seed=7)
+    o, lse = flashsteps.attention(q, k, v, "step4_tensorcore", **kwargs)
+    dout = torch.rand_like(o) * 2 - 1
+    dq, dk, dv = flashsteps.attention_backward(q, k, v, o, lse, dout, check=True, **kwargs)
+    for got, like in ((dq, q), (dk, k), (dv, v)):
+        assert isinstance(got, torch.Tensor) and got.device == q.device
+        assert got.dtype == q.dtype and got.shape == like.shape
+    ref = flashsteps.attention_backward(q.cpu(), k.cpu(), v.cpu(), o.cpu(), lse.cpu(), dout.cpu(),
+                                        **kwargs)
+    for got, want in zip((dq, dk, dv), ref):
+        err = (got.float().cpu() - want.float()).abs().max().item()
+        assert err <= 1e-2 * want.float().abs().max().item() + 1e-3, err
+    # float32 arrays, rounded to the dtype on the device: the gradients come back float32.
+    dq32, _, _ = flashsteps.attention_backward(q.float(), k.float(), v.float(), o.float(), lse,
+                                               dout.float(), dtype=dtype, **kwargs)
+    assert dq32.dtype == torch.float32 and dq32.device == q.device
+    assert (dq32 - dq.float()).abs().max().item() == 0
+
+
+def test_autograd_through_cuda_tensors_agrees_with_sdpa(torch):
+    q, k, v = (x.requires_grad_() for x in problem(torch, B=1, H=2, Hkv=2, Sq=128, Sk=128))
+    o, _ = flashsteps.attention(q, k, v, "step4_tensorcore", causal=True)
+    assert o.requires_grad and o.device == q.device
+    g = torch.rand_like(o) * 2 - 1
+    o.backward(g)
+    qf, kf, vf = (x.detach().float().requires_grad_() for x in (q, k, v))
+    # Sq == Sk: SDPA's causal mask (top-left) is flashsteps' (bottom-right).
+    torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=True).backward(
+        g.float())
+    for got, want in zip((q.grad, k.grad, v.grad), (qf.grad, kf.grad, vf.grad)):
+        assert got.device == q.device and got.dtype == q.dtype
+        err = (got.float() - want).abs().max().item()
+        assert err <= 2e-2 * want.abs().max().item() + 1e-3, err
 
 
 def test_cupy_arrays_in_place(torch):
