@@ -626,9 +626,10 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
   // Device arrays: on the GPU, or on the CPU backend in host memory (its device memory: the tests
   // run the in-place path there), once, with nothing saved, counted or instrumented.
   if (const Options::DeviceArrays* d = opt.device_arrays;
-      d != nullptr && (!(opt.backend == "gpu" || (opt.backend == "cpu" && d->stream == nullptr)) ||
-                       opt.iters != 0 || opt.warmup != 0 || !opt.save.empty() ||
-                       opt.inputs != nullptr || opt.counters || opt.instrumented))
+      d != nullptr &&
+      (!(opt.backend == "gpu" || (opt.backend == "cpu" && d->stream == nullptr)) ||
+       opt.iters != 0 || opt.warmup != 0 || !opt.save.empty() || opt.inputs != nullptr ||
+       opt.backward_inputs != nullptr || opt.counters || opt.instrumented))
     throw std::logic_error(
         "run_step: device arrays run once (iters 0), on the GPU or in host memory on the CPU "
         "backend, with nothing saved, counted or instrumented");

@@ -10,9 +10,8 @@
 //
 // In rung 9 a 16-row tile paid for its copies (their addresses and commit), two barriers and the
 // loop's bookkeeping with 32 mma.sync at D = 64; a 64-row tile pays for them once with 128. The
-// slices share the block's K and V, whose fragments the compiler keeps in registers from one slice
-// to the next (at D = 128 they would not fit beside dK and dV: two slices a tile there). The
-// arithmetic and its order are rung 9's: the same bits.
+// tile's rows past the batch's query length are zeros. The arithmetic and its order are rung 9's:
+// the same bits.
 #include <type_traits>
 
 #include "common/ptx.h"
@@ -36,8 +35,8 @@ __global__ void delta_kernel(const BackwardParams p, float* delta) {
 }
 
 constexpr int Bc = 64, kThreads = 128;  // keys a block, threads
-// Query rows of a dkdv_kernel tile: four 16-row slices, two at D = 128, where the fragments of K
-// and V that the slices share would not fit in the registers beside dK and dV.
+// Query rows of a dkdv_kernel tile: four 16-row slices, two at D = 128, where ptxas, scheduling
+// four slices' work together beside dK and dV, ran out of registers and spilled.
 template <int D>
 constexpr int kTileRows = D < 128 ? 64 : 32;
 // Shared rows of K, V, Q and dO are D + 8 elements long (step 4's padding): ldmatrix reads 16
@@ -45,6 +44,10 @@ constexpr int kTileRows = D < 128 ? 64 : 32;
 constexpr int kPad = 8;
 constexpr int kRowsQ = 64;  // query rows of a dq_kernel block: four warps of 16
 constexpr int kStages = 2;  // buffers of the tile a block walks: one computed, one in flight
+// Keys of a dq_kernel tile: Bc, half at D = 128, where two buffers of 64 keys' K and V beside the
+// block's Q and dO would need more shared memory than an sm_89 or sm_120 SM has.
+template <int D>
+constexpr int kDqKeys = D < 128 ? Bc : Bc / 2;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Runs pairs(masked, dropout), the elementwise work of a warp's tile, with only the tests the tile
@@ -105,15 +108,18 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   const int len_q = attn::query_length(p, b);
   int i_first = 0;
   while (i_first < len_q && attn::tile_keys_end(p, b, i_first, Br) <= j0) i_first += Br;
+  // Rows past the batch's query length are zeros, as are their LSE and D_i: their pairs are
+  // masked, and the products multiply them by zero, which a caller's NaN there would survive.
   auto load_tile = [&](int h, int i0, int stage) {  // head h's rows i0.. into buffer `stage`
     const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
     load_rows_async<D, Br>(Qbuf + stage * Br * S, S, static_cast<const T*>(p.q) + row0 * D,
-                           p.seqlen_q - i0);
+                           len_q - i0);
     load_rows_async<D, Br>(dObuf + stage * Br * S, S, static_cast<const T*>(p.dout) + row0 * D,
-                           p.seqlen_q - i0);
+                           len_q - i0);
     // The rows' LSE and D_i, one value a thread (kThreads >= 2 Br), kept for the tile's slices.
+    static_assert(2 * Br <= kThreads);
     const int r = tid % Br;
-    const bool real = i0 + r < p.seqlen_q;
+    const bool real = i0 + r < len_q;
     if (tid < Br)
       Lbuf[stage * Br + r] = real ? p.lse[row0 + r] * kLog2e : 0.0f;
     else if (tid < 2 * Br)
@@ -238,7 +244,7 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
 // two buffers of a key tile's K and V.
 template <typename T, int D>
 __global__ void dq_kernel(const BackwardParams p, const float* delta) {
-  constexpr int S = D + kPad;
+  constexpr int S = D + kPad, Bc = kDqKeys<D>;  // a shared row; the keys of a tile
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads, i0 = blockIdx.y * kRowsQ;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   T* Qs = attn::shared_memory<T>();
@@ -364,7 +370,8 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
           (2 * Bc + 2 * kStages * Br) * (D + kPad) * sizeof(T) + 2 * kStages * Br * sizeof(float);
       attn::launch(dkdv_kernel<T, D>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem},
                    p, static_cast<const float*>(delta));
-      const size_t dq_smem = (2 * kRowsQ + 2 * kStages * Bc) * (D + kPad) * sizeof(T);
+      constexpr int dq_keys = kDqKeys<D>;
+      const size_t dq_smem = (2 * kRowsQ + 2 * kStages * dq_keys) * (D + kPad) * sizeof(T);
       const unsigned q_tiles = (p.seqlen_q + kRowsQ - 1) / kRowsQ;
       attn::launch(dq_kernel<T, D>, {dim3(1, q_tiles, bh), dim3(kThreads), dq_smem}, p,
                    static_cast<const float*>(delta));

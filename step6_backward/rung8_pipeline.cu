@@ -36,6 +36,10 @@ constexpr int Br = 16, Bc = 64, kThreads = 128;  // query rows a tile, keys a bl
 constexpr int kPad = 8;
 constexpr int kRowsQ = 64;  // query rows of a dq_kernel block: four warps of 16
 constexpr int kStages = 2;  // buffers of the tile a block walks: one computed, one in flight
+// Keys of a dq_kernel tile: Bc, half at D = 128, where two buffers of 64 keys' K and V beside the
+// block's Q and dO would need more shared memory than an sm_89 or sm_120 SM has.
+template <int D>
+constexpr int kDqKeys = D < 128 ? Bc : Bc / 2;
 
 // load_rows_16B's copy of kRows rows as cp.async: no registers, and nothing waits for it until
 // cp_async_wait. Rows at or past `valid_rows` are filled with zeros (a source size of 0 bytes).
@@ -184,7 +188,7 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
 // two buffers of a key tile's K and V.
 template <typename T, int D>
 __global__ void dq_kernel(const BackwardParams p, const float* delta) {
-  constexpr int S = D + kPad;
+  constexpr int S = D + kPad, Bc = kDqKeys<D>;  // a shared row; the keys of a tile
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads, i0 = blockIdx.y * kRowsQ;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   T* Qs = attn::shared_memory<T>();
@@ -290,7 +294,8 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
       const size_t smem = (2 * Bc + 2 * kStages * Br) * (D + kPad) * sizeof(T);
       attn::launch(dkdv_kernel<T, D>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem},
                    p, static_cast<const float*>(delta));
-      const size_t dq_smem = (2 * kRowsQ + 2 * kStages * Bc) * (D + kPad) * sizeof(T);
+      constexpr int dq_keys = kDqKeys<D>;
+      const size_t dq_smem = (2 * kRowsQ + 2 * kStages * dq_keys) * (D + kPad) * sizeof(T);
       const unsigned q_tiles = (p.seqlen_q + kRowsQ - 1) / kRowsQ;
       attn::launch(dq_kernel<T, D>, {dim3(1, q_tiles, bh), dim3(kThreads), dq_smem}, p,
                    static_cast<const float*>(delta));

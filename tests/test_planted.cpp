@@ -45,6 +45,12 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step6_unmasked::cpu {  // every key of the batch seen by every row
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step6_visible_dkdv::cpu {  // dkdv_kernel's unmasked warp tiles one key too soon
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step6_visible_dq::cpu {  // dq_kernel's likewise
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 
 namespace {
 
@@ -199,4 +205,23 @@ TEST_CASE("step 6 without D_i, or without its causal mask, fails the gradient ch
   INFO(r.row.check.first_failure);
   CHECK(r.exit_code == 1);
   CHECK(r.row.check.first_failure.rfind("dQ[", 0) == 0);
+}
+
+TEST_CASE("step 6 calling a warp tile all visible one key too soon fails the gradient check",
+          "[planted]") {
+  // Causal with Sk - Sq = 14: row 0 sees 15 keys, all but the last of dkdv_kernel's first warp
+  // tile, and row 48 (a dq_kernel warp's first) all but the last of the first 64-key tile.
+  const attn::Problem p = attn_test::make(1, 2, 2, 64, 78, 64, attn::DType::bf16, true);
+  for (const attn::StepFn fn :
+       {&step6::cpu::run, &step6_visible_dkdv::cpu::run, &step6_visible_dq::cpu::run}) {
+    attn::Options o;
+    o.problem = p;
+    o.iters = 0;
+    o.warmup = 0;
+    o.backend = "cpu";
+    const attn::RunOutcome r =
+        attn::run_step({.name = "step6 (planted)", .cpu = fn, .backward = true}, o);
+    INFO(r.message << r.row.check.first_failure);
+    CHECK(r.exit_code == (fn == &step6::cpu::run ? 0 : 1));
+  }
 }

@@ -401,7 +401,7 @@ TEST_CASE("the matrix wraps every kernel's K/V stages twice and gives it three q
 TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq's dQ is not",
           "[steps]") {
   const attn::StepInfo& step = step_named("step6_backward");
-  const attn::Problem p = attn_test::make(2, 4, 2, 129, 200, 64, attn::DType::fp16, true, {}, 0.1f);
+  attn::Problem p = attn_test::make(2, 4, 2, 129, 200, 64, attn::DType::fp16, true, {}, 0.1f);
   const auto grads = [&](const std::string& rung, const std::string& schedule) {
     attn::Options o;
     o.problem = p;
@@ -433,11 +433,18 @@ TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq
   CHECK(unpipelined.dk == pipelined.dk);
   CHECK(unpipelined.dv == pipelined.dv);
   // Taller tiles (rung 6.10, the step's own) change where dkdv_kernel's rows come from, not the
-  // arithmetic or its order: rung 6.9's bits.
+  // arithmetic or its order: rung 6.9's bits, with dropout (above) and without (every version
+  // of the pairs' loop: the unmasked one too).
   const attn::Gradients sliced = grads("elementwise", "forward");
   CHECK(sliced.dq == first.dq);
   CHECK(sliced.dk == first.dk);
   CHECK(sliced.dv == first.dv);
+  p.dropout = 0.0f;
+  const attn::Gradients own = grads("", "forward"), elementwise = grads("elementwise", "forward");
+  CHECK(own.dq == elementwise.dq);
+  CHECK(own.dk == elementwise.dk);
+  CHECK(own.dv == elementwise.dv);
+  p.dropout = 0.1f;
   const attn::Gradients atomics = grads("dq", "forward");
   int differ = 0;
   for (const std::string& schedule : schedules) differ += grads("dq", schedule).dq != atomics.dq;
@@ -453,6 +460,7 @@ TEST_CASE("step 6 on the caller's arrays in place (the path CUDA arrays take), C
   const attn::StepInfo& step = step_named("step6_backward");
   attn::Options o;
   o.problem = attn_test::make(2, 4, 2, 70, 90, 64, attn::DType::bf16, true, {90, 33}, 0.1f);
+  o.problem.seqlens_q = {70, 41};
   const attn::Problem& p = o.problem;
   o.backend = "cpu";
   o.iters = 0;
@@ -492,6 +500,24 @@ TEST_CASE("step 6 on the caller's arrays in place (the path CUDA arrays take), C
     CHECK(dv == copied.grads.dv);
     CHECK(given.o == o_before);  // the forward's O is read, never poisoned
   }
+  // Unchecked, the values are not looked at: NaN in the rows past a batch's query length (its
+  // padding, which nothing reads as a row) changes nothing.
+  o.check = false;
+  std::vector<attn::Bits16> q_pad = in.q, dout_pad = dout;
+  for (int h = 0; h < p.heads; ++h)
+    for (int i = 41; i < p.seqlen_q; ++i)
+      for (int c = 0; c < p.dim; ++c) {
+        const size_t x =
+            (size_t(p.heads + h) * size_t(p.seqlen_q) + size_t(i)) * size_t(p.dim) + size_t(c);
+        q_pad[x] = dout_pad[x] = attn::to_bits(NAN, p.dtype);
+      }
+  arrays.q = q_pad.data(), arrays.dout = dout_pad.data();
+  REQUIRE(attn::run_step(step, o).exit_code == 0);
+  CHECK(dq == copied.grads.dq);
+  CHECK(dk == copied.grads.dk);
+  CHECK(dv == copied.grads.dv);
+  arrays.q = in.q.data();
+  o.check = true;
   // NaN in the caller's dO is refused when checked, in one line.
   std::vector<attn::Bits16> bad = dout;
   bad[5] = attn::to_bits(NAN, p.dtype);
@@ -499,8 +525,12 @@ TEST_CASE("step 6 on the caller's arrays in place (the path CUDA arrays take), C
   const attn::RunOutcome r = attn::run_step(step, o);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.message, Catch::Contains("dout"));
-  // A backward step without its gradients' arrays is a programming error, not a user's.
+  // A backward step without its gradients' arrays, or with device arrays and host inputs too, is a
+  // programming error, not a user's.
   arrays.dout = dout.data();
+  o.backward_inputs = &given;
+  CHECK_THROWS_AS(attn::run_step(step, o), std::logic_error);
+  o.backward_inputs = nullptr;
   arrays.dv = nullptr;
   CHECK_THROWS_AS(attn::run_step(step, o), std::logic_error);
 }
@@ -536,9 +566,10 @@ TEST_CASE("the shorter problems reach step 6's tiles", "[steps]") {
                      << " key tiles of " << tile.rows << " x " << tile.keys);
       CHECK(r.first >= 3);
       CHECK(r.second >= 3);
-      // The buffers a block walks its tiles through (the step's own kernel has two): the first
-      // is used again, in each walk (the dq_kernel's key tiles, the dkdv_kernel's query tiles,
-      // four times as many as these 64-row ones).
+      // The buffers a block walks its tiles through (rungs 6.8 on have two): the first is used
+      // again, in each walk (the dq_kernel's key tiles, as many as these 64-key ones or twice
+      // as many at D = 128; the dkdv_kernel's query tiles, as many as these 64-row ones from
+      // rung 6.10 on, twice as many at D = 128, four times as many before).
       CHECK((r.second - 1) / tile.stages >= 1);
       CHECK((r.first - 1) / tile.stages >= 1);
     }

@@ -445,8 +445,8 @@ nb::tuple backward(const std::string& step_name, const nb::ndarray<nb::ro>& q,
   for (auto [name, a] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}})
     if (a->device_type() != nb::device::cpu::value)
       throw nb::value_error((std::string(name) +
-                             ": the array must be in host memory (the backward takes no CUDA "
-                             "arrays yet)")
+                             ": the array must be in host memory here (CUDA arrays go to "
+                             "run_cuda, which flashsteps.attention_backward calls for them)")
                                 .c_str());
   attn::Options opt = options_for(step, q, k, v,
                                   {dtype, causal, scale, std::move(seqlens_q), std::move(seqlens_k),
