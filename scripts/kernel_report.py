@@ -5,7 +5,7 @@ memory per block), the resulting occupancy, and which tensor-core and async-copy
 contains, in PTX and in SASS.
 
     scripts/kernel_report.py [--build build] [--out docs/kernel_report.md]
-                             [--no-spills STEP ...] [--require-tensor-core STEP ...]
+                             [--no-spills STEP ...] [--fits STEP ...] [--require-tensor-core STEP ...]
                              [--no-serialized-wgmma STEP ...]
                              [--budget STEP:D:INSTR_PER_MMA:REGS ...] [--require-ptx STEP[/KERNEL]:REGEX]
                              [--compare STEP:BASE:RATIO[:KERNEL] ...]
@@ -23,6 +23,9 @@ and its launches are logged with --rung NAME; the checks below hold only the ste
 (the last rung) unless a rung is named ("STEP[NAME]"): an earlier rung may spill, and the ladder's
 table shows where a later rung removes the spill.
 --no-spills fails (exit 1) if a kernel of those steps spills or uses a stack frame;
+--fits fails if a kernel of those steps or of their rungs, launched as the step launches it,
+leaves an SM of an architecture it is built for room for no block (shared memory, registers or
+threads beyond what one SM has: the launch fails there);
 --no-serialized-wgmma fails if ptxas serialised the wgmmas of a kernel of those steps or of any
 of their rungs (its warning C7514: it then waits for each wgmma before the next, and the
 asynchrony the kernel is written for is gone);
@@ -645,6 +648,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", help="write the Markdown report here")
     ap.add_argument("--no-spills", nargs="*", default=[], metavar="STEP")
+    ap.add_argument("--fits", nargs="*", default=[], metavar="STEP")
     ap.add_argument("--require-tensor-core", nargs="*", default=[], metavar="STEP")
     ap.add_argument("--no-serialized-wgmma", nargs="*", default=[], metavar="STEP")
     ap.add_argument("--budget", action="append", default=[], metavar="STEP:D:X:R[:CONFIG]")
@@ -720,10 +724,12 @@ def main():
     for r in rows:
         r["kernel"] = short(names[r["mangled"]])
     # The launches (threads, shared memory: occupancy) only where a table shows them.
+    # (--fits alone: the launches of its steps only.)
     need_launches = bool(args.out or args.rungs_chapter or args.check_rungs_chapter)
     launch = {s: launches(args.build, s, {config_of(r["kernel"]) for r in rows if r["step"] == s}
                           - {None}, any(is_hopper(r) for r in rows if r["step"] == s))
-              if need_launches else {} for s in sorted({r["step"] for r in rows})}
+              if need_launches or split_rung(s)[0] in args.fits else {}
+              for s in sorted({r["step"] for r in rows})}
     cuobjdump = find_tool("cuobjdump")
     have_sass = cuobjdump is not None and find_tool("nvdisasm") is not None
     dumps = {}
@@ -732,7 +738,7 @@ def main():
     writes = bool(args.out or args.rungs_chapter or args.check_rungs_chapter or args.chapter
                   or args.save_mainloop or args.compare_chapter)
     checks = bool(args.no_spills or args.require_tensor_core or required_ptx or args.require_archs
-                  or args.budget or args.compare or args.no_serialized_wgmma)
+                  or args.budget or args.compare or args.no_serialized_wgmma or args.fits)
     read = None
     if checks and not writes:
         read = (set(args.require_tensor_core) | {s for s, _, _ in required_ptx}
@@ -882,6 +888,12 @@ def main():
         if split_rung(r["step"])[0] in args.no_serialized_wgmma and r["serialized"]:
             print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']}: ptxas serialised its "
                   f"wgmmas (C7514: {r['serialized']})", file=sys.stderr)
+            status = 1
+        if split_rung(r["step"])[0] in args.fits and r.get("blocks") == 0:
+            print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']} cannot launch there: "
+                  f"{r['smem_static'] + r['smem_dyn']} B of shared memory and {r['regs']} "
+                  f"registers x {r['threads']} threads leave an SM room for no block",
+                  file=sys.stderr)
             status = 1
         if r["step"] in args.no_spills and (r["spill_st"] or r["spill_ld"] or r["stack"]):
             print(f"kernel_report: {r['step']} {r['kernel']} on {r['arch']} spills "
