@@ -863,7 +863,7 @@ def main():
                 "One iteration of the hot path of each kernel's main loop in SASS, per warp "
                 "(scripts/mainloop_report.py:\nthe natural loop with the most tensor instructions; "
                 "the path through it with the most tensor\ninstructions, LDSM, async copies and "
-                "exponentials (MUFU), then the fewest instructions in all). Categories: tensor = HMMA/HGMMA,\n"
+                "exponentials (MUFU.EX2), then the fewest instructions in all). Categories: tensor = HMMA/HGMMA,\n"
                 "copy = LDGSTS/UTMALDG, fp32 = FP32 arithmetic, compares and F2FP packs, "
                 "int = integer and uniform\narithmetic, pred = PLOP3/P2R/R2P, move = MOV/IMAD.MOV/"
                 "CS2R/S2R, barrier = BAR/DEPBAR/LDGDEPBAR,\nother = shuffles, loads, stores, "

@@ -19,8 +19,8 @@ How the loop is found, from the SASS that cuobjdump prints (addresses and branch
      unmasked one is the steady state);
   4. the hot path is the path from the header to a back edge with the most tensor instructions,
      then the most LDSM, then the most async copies (the prefetch of the next tile is taken),
-     then the most MUFU (the exponentials: a branch around a score's exponential is a mask test,
-     and in the steady state the score is visible), then the fewest instructions in all
+     then the most MUFU.EX2 (the exponentials: a branch around a score's exponential is a mask
+     test, and in the steady state the score is visible), then the fewest instructions in all
      (branches around optional work, such as a run-time dropout test that is false, are not
      taken). Each instruction on it is counted once, as one
      iteration issues it; an inner loop, if any, is counted once too and reported.
@@ -145,10 +145,12 @@ def blocks_of(instrs):
 
 def counts_of(instrs):
     c = dict.fromkeys(CATEGORIES, 0)
+    c["EX2"] = 0  # the exponentials among the MUFU (the hot path's rule 4)
     for _, pred, op, _ in instrs:
         if op.split(".")[0] == "NOP" or pred == "@!PT":  # never issued as work
             continue
         c[category(op)] += 1
+        c["EX2"] += op.startswith("MUFU.EX2")
     c["total"] = sum(c[k] for k in CATEGORIES)
     return c
 
@@ -178,7 +180,7 @@ def loops_of(blocks, succ):
 def hot_path(blocks, succ, header, body, latches):
     """The hot path's instructions, from header to a latch (see the module docstring)."""
     def key(c):
-        return (c["tensor"], c["LDSM"], c["copy"], c["MUFU"], -c["total"])
+        return (c["tensor"], c["LDSM"], c["copy"], c["EX2"], -c["total"])
 
     best = {header: (counts_of(blocks[header]), [header])}
     for b in sorted(body):
