@@ -123,9 +123,12 @@ ATTN_HD T inv_sum(const State<T>& s) {
 // the maximum of x is the maximum of scale * x.) `exp2` is the caller's: the kernel passes the
 // hardware's flush-to-zero approximation, step 0 and the tests std::exp2.
 
+// log2(e): exp(x) = exp2(x * kLog2e).
+inline constexpr double kLog2e = 1.4426950408889634;
+
 template <typename T>
 ATTN_HD T scale_log2(T scale) {
-  return (scale < T(0) ? -scale : scale) * T(1.4426950408889634);
+  return (scale < T(0) ? -scale : scale) * T(kLog2e);
 }
 
 // kMaybeEmpty = false below is the caller's promise that the row has seen a finite score (a

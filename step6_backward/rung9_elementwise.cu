@@ -15,6 +15,7 @@
 // fused multiply-add.
 #include <type_traits>
 
+#include "common/online_softmax.h"
 #include "common/ptx.h"
 #include "common/tiles.h"
 
@@ -45,7 +46,7 @@ constexpr int kStages = 2;  // buffers of the tile a block walks: one computed, 
 // block's Q and dO would need more shared memory than an sm_89 or sm_120 SM has.
 template <int D>
 constexpr int kDqKeys = D < 128 ? Bc : Bc / 2;
-constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLog2e = float(online_softmax::kLog2e);
 
 // Runs pairs(masked, dropout), the elementwise work of a warp's tile, with only the tests the tile
 // needs: the mask where not every pair is visible, dropout's decisions where dropout is on.
