@@ -45,19 +45,31 @@ LaunchStream::~LaunchStream() {
   t_launch_stream = previous_;
 }
 
+struct RunContext::Scratch {
+  struct Block {
+    void* ptr;
+    size_t bytes;
+  };
+  std::map<std::string, Block> blocks;
+};
+
 RunContext::~RunContext() {
-  for (auto& [label, block] : scratch_) backend_.release(block.ptr);
+  if (scratch_ == nullptr) return;
+  for (auto& [label, block] : scratch_->blocks) backend_.release(block.ptr);
+  delete scratch_;
 }
 
 void* RunContext::scratch_bytes_for(const std::string& label, size_t bytes) {
-  auto it = scratch_.find(label);
-  if (it != scratch_.end() && it->second.bytes >= bytes) return it->second.ptr;
-  if (it != scratch_.end()) {
+  if (scratch_ == nullptr) scratch_ = new Scratch;
+  auto& blocks = scratch_->blocks;
+  auto it = blocks.find(label);
+  if (it != blocks.end() && it->second.bytes >= bytes) return it->second.ptr;
+  if (it != blocks.end()) {
     backend_.release(it->second.ptr);
-    scratch_.erase(it);
+    blocks.erase(it);
   }
   void* ptr = backend_.alloc(bytes, label);
-  scratch_[label] = {ptr, bytes};
+  blocks[label] = {ptr, bytes};
   return ptr;
 }
 
@@ -73,7 +85,8 @@ BackwardParams RunContext::backward_params(const AttentionParams& p) const {
 
 size_t RunContext::scratch_bytes() const {
   size_t total = 0;
-  for (const auto& [label, block] : scratch_) total += block.bytes;
+  if (scratch_ != nullptr)
+    for (const auto& [label, block] : scratch_->blocks) total += block.bytes;
   return total;
 }
 

@@ -720,11 +720,11 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       ctx.backward = bwd->tensors();
       row.backward = true;
     }
-    if (progress || opt.interrupt)
-      ctx.progress = [&](uint64_t done, uint64_t total) {
-        if (opt.interrupt && opt.interrupt->load()) throw std::runtime_error("interrupted");
-        if (progress) progress->rows(done, total);
-      };
+    auto report_rows = [&](uint64_t done, uint64_t total) {
+      if (opt.interrupt && opt.interrupt->load()) throw std::runtime_error("interrupted");
+      if (progress) progress->rows(done, total);
+    };
+    if (progress || opt.interrupt) ctx.progress = RunContext::Progress::of(report_rows);
 
     const double check_flops = step.backward ? p.backward_flops() : p.flops();
     if (opt.check && check_flops > kLongCheckFlops)

@@ -11,9 +11,9 @@
 #include <stdexcept>
 
 #include "common/attention_params.h"
-#include "common/backend.h"
 #include "common/dropout.h"
 #include "common/online_softmax.h"
+#include "common/run_context.h"
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>

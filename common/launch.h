@@ -8,7 +8,7 @@
 #include <cstddef>
 #include "common/simt/where.h"
 
-#include "common/backend.h"
+#include "common/run_context.h"
 
 namespace attn {
 

@@ -447,22 +447,31 @@ __device__ __forceinline__ void wgmma_wait(ATTN_PTX_WHERE_ONLY) {
 
 // The asm of wgmma m64nNk16 for each N (8..256): the N/2 accumulators are operands %0..%(N/2-1).
 // Expanded in sm_90a device passes only (wgmma is sm_90a's alone): its 128 statements (32 N, two
-// types, SS and RS) would cost every other pass about two seconds of preprocessing. Only these
+// types, SS and RS) would cost every other pass most of a second of preprocessing. Only these
 // passes include Boost.Preprocessor, so a CPU-only build (the Python package's) needs no Boost.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include <boost/preprocessor/arithmetic/add.hpp>
-#include <boost/preprocessor/arithmetic/inc.hpp>
-#include <boost/preprocessor/arithmetic/mul.hpp>
 #include <boost/preprocessor/control/if.hpp>
 #include <boost/preprocessor/punctuation/comma_if.hpp>
 #include <boost/preprocessor/repetition/repeat.hpp>
 #include <boost/preprocessor/stringize.hpp>
+#include <boost/preprocessor/tuple/elem.hpp>
 #define ATTN_WGMMA_ASM 1
+// N and its N/2 accumulators for the 32 shapes, looked up by the case's index: computed with
+// BOOST_PP_MUL instead, they took two of the two and a half seconds each pass spent expanding
+// these statements.
+#define ATTN_WGMMA_N(j)                                                                        \
+  BOOST_PP_TUPLE_ELEM(32, j,                                                                   \
+                      (8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136, \
+                       144, 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 232, 240, 248, 256))
+#define ATTN_WGMMA_NR(j)                                                                         \
+  BOOST_PP_TUPLE_ELEM(32, j,                                                                     \
+                      (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 68, 72, 76, \
+                       80, 84, 88, 92, 96, 100, 104, 108, 112, 116, 120, 124, 128))
 #define ATTN_WGMMA_D_STR(z, i, _) BOOST_PP_IF(i, ",", "") "%" BOOST_PP_STRINGIZE(i)
 #define ATTN_WGMMA_D_OPS(z, i, _) BOOST_PP_COMMA_IF(i) "+f"(d[i])
 #define ATTN_WGMMA_OP(nr, k) "%" BOOST_PP_STRINGIZE(BOOST_PP_ADD(nr, k))
-#define ATTN_WGMMA_SS_CASE(z, j, ty) \
-  ATTN_WGMMA_SS(BOOST_PP_MUL(8, BOOST_PP_INC(j)), BOOST_PP_MUL(4, BOOST_PP_INC(j)), ty)
+#define ATTN_WGMMA_SS_CASE(z, j, ty) ATTN_WGMMA_SS(ATTN_WGMMA_N(j), ATTN_WGMMA_NR(j), ty)
 #define ATTN_WGMMA_SS(n, nr, ty) \
   if constexpr (N == n)          \
     asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, " ATTN_WGMMA_OP(nr, 2) ", 0;\n"             \
@@ -473,8 +482,7 @@ __device__ __forceinline__ void wgmma_wait(ATTN_PTX_WHERE_ONLY) {
                  : BOOST_PP_REPEAT(nr, ATTN_WGMMA_D_OPS, _)                                      \
                  : "l"(desc_a), "l"(desc_b), "r"(int(scale_d)), "n"(int(TransA)),               \
                    "n"(int(TransB)));
-#define ATTN_WGMMA_RS_CASE(z, j, ty) \
-  ATTN_WGMMA_RS(BOOST_PP_MUL(8, BOOST_PP_INC(j)), BOOST_PP_MUL(4, BOOST_PP_INC(j)), ty)
+#define ATTN_WGMMA_RS_CASE(z, j, ty) ATTN_WGMMA_RS(ATTN_WGMMA_N(j), ATTN_WGMMA_NR(j), ty)
 #define ATTN_WGMMA_RS(n, nr, ty) \
   if constexpr (N == n)          \
     asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, " ATTN_WGMMA_OP(nr, 5) ", 0;\n"             \

@@ -10,6 +10,10 @@
 
 #define SIMT_BACKEND 1
 
+// libstdc++'s shared_ptr spells GCC's attribute __noinline__, which the macro below would break:
+// read first, <memory> is not read again after it (its include guard).
+#include <memory>
+
 // CUDA's qualifiers, defined before the CUDA headers so that they keep these definitions.
 #define __host__
 #define __device__
