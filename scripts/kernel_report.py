@@ -211,12 +211,28 @@ def is_hopper(r):
 def launches(build, step, configs, hopper=False):
     """(kernel base name, head dim or None, config or None) -> (threads, dynamic smem), from the
     CPU backend (run once per tile configuration of the step, if it has any, and once more with
-    --variant sm90a for a step with a Hopper kernel)."""
+    --variant sm90a for a step with a Hopper kernel). Kept in kernel_report_cache/ as the
+    disassembly is, keyed by the step's binary (its size and time) and this file: the report's
+    several checks run the binary's hundred launches once."""
+    name = step
     step, rung = split_rung(step)
     exe = os.path.join(build, "bin", step)
     out = {}
     if not os.path.exists(exe):  # a partial build: launches unknown, the rest still reported
         return out
+    st = os.stat(exe)
+    with open(__file__, "rb") as f:
+        me = f.read()
+    key = repr((name, sorted(configs), hopper)).encode()
+    stem = "launches-" + hashlib.sha1(key).hexdigest()[:16]
+    cache = os.path.join(build, "kernel_report_cache")
+    saved = os.path.join(cache, f"{stem}-{st.st_size}-{st.st_mtime_ns}-"
+                                f"{hashlib.sha1(me).hexdigest()[:8]}.json")
+    try:
+        with open(saved) as f:
+            return {tuple(k): tuple(v) for k, v in json.load(f)}
+    except (OSError, ValueError):
+        pass
     variants = [None, "sm90a"] if hopper else [None]
     with tempfile.TemporaryDirectory() as d:
         for dim, config, variant in [(dim, c, v) for dim in HEAD_DIMS
@@ -232,12 +248,20 @@ def launches(build, step, configs, hopper=False):
                 continue
             for line in open(log):
                 site, threads, smem = line.split()[:3]
-                path, lineno = site.rsplit(":", 1)
-                src = open(path).read().splitlines()
+                source, lineno = site.rsplit(":", 1)
+                src = open(source).read().splitlines()
                 text = " ".join(src[max(0, int(lineno) - 4): int(lineno)])
                 names = re.findall(r"launch\(\s*(\w+)", text)
                 if names:
                     out[(names[-1], dim, config)] = (int(threads), int(smem))
+    os.makedirs(cache, exist_ok=True)
+    for old in glob.glob(os.path.join(cache, stem + "-*.json")):  # an earlier build's binary
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(old)
+    tmp = f"{saved}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump([[list(k), list(v)] for k, v in out.items()], f)
+    os.replace(tmp, saved)
     return out
 
 
@@ -286,22 +310,26 @@ def per_function(text, start):
 
 
 def instructions(cuobjdump, obj, arch, build):
-    """({kernel: PTX}, {kernel: SASS}, {kernel: its main loop}) of one object on one architecture,
-    the main loop (mainloop_report.main_loop) of each kernel with tensor instructions. Kept in the
-    build directory (kernel_report_cache/, keyed by the object's path, size and time), so that the
-    report's several checks disassemble and analyse each object once. The key holds the
-    analysis's own source too (mainloop_report.py): a changed rule for the hot path is not served
-    the loops of the rule before."""
+    """({kernel: PTX}, {kernel: its SASS_OPS counts}, {kernel: its main loop}) of one object on
+    one architecture, the main loop (mainloop_report.main_loop) of each kernel with tensor
+    instructions. Kept in the build directory (kernel_report_cache/, keyed by the object's path,
+    size and time), so that the report's several checks disassemble and analyse each object once;
+    the SASS itself is not kept (tens of MB an object, which every check would read again). The
+    key holds the analysis's own sources too (mainloop_report.py, this file): a changed rule for the
+    hot path or a changed SASS_OPS is not served what the rule before found."""
     st = os.stat(obj)
     cache = os.path.join(build, "kernel_report_cache")
     stem = hashlib.sha1(os.path.abspath(obj).encode()).hexdigest()[:16] + "-" + arch
-    with open(mainloop_report.__file__, "rb") as f:
-        analysis = hashlib.sha1(f.read()).hexdigest()[:8]
+    analysis = hashlib.sha1()
+    for source in (mainloop_report.__file__, __file__):
+        with open(source, "rb") as f:
+            analysis.update(f.read())
+    analysis = analysis.hexdigest()[:8]
     path = os.path.join(cache, f"{stem}-{st.st_size}-{st.st_mtime_ns}-{analysis}.json.gz")
     try:
         with gzip.open(path, "rt") as f:
-            ptx, sass, loops = json.load(f)
-            return ptx, sass, loops
+            ptx, sass_ops, loops = json.load(f)
+            return ptx, sass_ops, loops
     except (OSError, ValueError, EOFError):
         pass
     env = dict(os.environ)
@@ -311,9 +339,10 @@ def instructions(cuobjdump, obj, arch, build):
     sass = subprocess.run([cuobjdump, "-sass", "-arch", arch, obj], capture_output=True,
                           text=True, env=env).stdout
     sass = per_function(sass, "Function : ")
+    sass_ops = {name: count_ops(SASS_OPS, text) for name, text in sass.items()}
     loops = {name: mainloop_report.main_loop(text) for name, text in sass.items()
-             if count_ops(SASS_OPS, text)["HMMA"] or "HGMMA" in text}
-    result = (per_function(ptx, ".entry "), sass, loops)
+             if sass_ops[name]["HMMA"] or "HGMMA" in text}
+    result = (per_function(ptx, ".entry "), sass_ops, loops)
     os.makedirs(cache, exist_ok=True)
     for old in glob.glob(os.path.join(cache, stem + "-*.json.gz")):  # an earlier build's object
         with contextlib.suppress(FileNotFoundError):  # another report removed it first
@@ -758,7 +787,7 @@ def main():
             key = (r["obj"], r["arch"])
             if key not in dumps:
                 dumps[key] = instructions(cuobjdump, r["obj"], r["arch"], args.build)
-            ptx, sass, loops = dumps[key]
+            ptx, sass_ops, loops = dumps[key]
             r["ptx"] = count_ops(PTX_OPS, ptx.get(r["mangled"], ""))
             r["ptx_required"] = {rx: len(re.findall(rx, ptx.get(r["mangled"], "")))
                                  for s, k, rx in required_ptx if s == r["step"]
@@ -766,10 +795,9 @@ def main():
             regs = SETMAXNREG.findall(ptx.get(r["mangled"], ""))
             r["setmaxnreg"] = " / ".join(f"{op} {n}" for op, n in sorted(set(regs)))
             if have_sass:
-                text = sass.get(r["mangled"], "")
-                r["sass"] = count_ops(SASS_OPS, text)
-                if need_loops and (r["sass"]["HMMA"] or "HGMMA" in text):
-                    r["loop"] = loops.get(r["mangled"])
+                r["sass"] = sass_ops.get(r["mangled"]) or count_ops(SASS_OPS, "")
+                if need_loops and r["mangled"] in loops:  # the kernels with tensor instructions
+                    r["loop"] = loops[r["mangled"]]
     rows.sort(key=lambda r: (r["step"], r["kernel"], r["arch"]))
 
     def counts(d):
