@@ -706,6 +706,11 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
                                                             opt.check && !step.backward)
                           : std::make_unique<DeviceProblem>(*be, p, in);
     const AttentionParams& params = dev->params();
+    // Where step 0 reports its rows (RunContext::progress), declared first: it outlives ctx.
+    auto report_rows = [&](uint64_t done, uint64_t total) {
+      if (opt.interrupt && opt.interrupt->load()) throw std::runtime_error("interrupted");
+      if (progress) progress->rows(done, total);
+    };
     RunContext ctx(*be);
     ctx.config = row.config;
     ctx.variant = variant;
@@ -720,10 +725,6 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       ctx.backward = bwd->tensors();
       row.backward = true;
     }
-    auto report_rows = [&](uint64_t done, uint64_t total) {
-      if (opt.interrupt && opt.interrupt->load()) throw std::runtime_error("interrupted");
-      if (progress) progress->rows(done, total);
-    };
     if (progress || opt.interrupt) ctx.progress = RunContext::Progress::of(report_rows);
 
     const double check_flops = step.backward ? p.backward_flops() : p.flops();

@@ -234,16 +234,21 @@ def launches(build, step, configs, hopper=False):
     except (OSError, ValueError):
         pass
     variants = [None, "sm90a"] if hopper else [None]
+    # The backend as it presents itself by default (sm_90a): SIMT_PRESENT_AS=sm_80 in the caller's
+    # environment would refuse the Hopper variant, and the cache would keep the refusal.
+    env = {k: v for k, v in os.environ.items() if k != "SIMT_PRESENT_AS"}
+    crashed = False
     with tempfile.TemporaryDirectory() as d:
         for dim, config, variant in [(dim, c, v) for dim in HEAD_DIMS
                                      for c in sorted(configs) or [None] for v in variants]:
             log = os.path.join(d, f"{dim}.{config}.{variant}.log")
-            subprocess.run([exe, "--backend", "cpu", "--seq", "16", "--dim", str(dim), "--iters",
-                            "1", "--warmup", "0", "--no-check", "--quiet"] +
-                           (["--config", config] if config else []) +
-                           (["--variant", variant] if variant else []) +
-                           (["--rung", rung] if rung else []),
-                           env={**os.environ, "SIMT_LOG_LAUNCHES": log}, capture_output=True)
+            cmd = [exe, "--backend", "cpu", "--seq", "16", "--dim", str(dim), "--iters", "1",
+                   "--warmup", "0", "--no-check", "--quiet"]
+            cmd += ((["--config", config] if config else []) +
+                    (["--variant", variant] if variant else []) +
+                    (["--rung", rung] if rung else []))
+            r = subprocess.run(cmd, env={**env, "SIMT_LOG_LAUNCHES": log}, capture_output=True)
+            crashed |= r.returncode < 0  # killed (a refusal exits 2: a config's other head dims)
             if not os.path.exists(log):
                 continue
             for line in open(log):
@@ -254,14 +259,17 @@ def launches(build, step, configs, hopper=False):
                 names = re.findall(r"launch\(\s*(\w+)", text)
                 if names:
                     out[(names[-1], dim, config)] = (int(threads), int(smem))
-    os.makedirs(cache, exist_ok=True)
-    for old in glob.glob(os.path.join(cache, stem + "-*.json")):  # an earlier build's binary
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(old)
-    tmp = f"{saved}.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump([[list(k), list(v)] for k, v in out.items()], f)
-    os.replace(tmp, saved)
+    if crashed:  # what a killed run left out is not kept
+        return out
+    with contextlib.suppress(OSError):  # a build directory this user cannot write: not kept
+        os.makedirs(cache, exist_ok=True)
+        for old in glob.glob(os.path.join(cache, stem + "-*.json")):  # an earlier build's binary
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(old)
+        tmp = f"{saved}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump([[list(k), list(v)] for k, v in out.items()], f)
+        os.replace(tmp, saved)
     return out
 
 
@@ -324,6 +332,7 @@ def instructions(cuobjdump, obj, arch, build):
     for source in (mainloop_report.__file__, __file__):
         with open(source, "rb") as f:
             analysis.update(f.read())
+    analysis.update(b"nvdisasm" if find_tool("nvdisasm") else b"")  # cuobjdump -sass needs it
     analysis = analysis.hexdigest()[:8]
     path = os.path.join(cache, f"{stem}-{st.st_size}-{st.st_mtime_ns}-{analysis}.json.gz")
     try:
