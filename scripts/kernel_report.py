@@ -208,11 +208,40 @@ def is_hopper(r):
     return base_and_dim(r["kernel"])[0].endswith("_sm90a")
 
 
+def made_by():
+    """What a kernel_report_cache/ entry was made by, as 8 hex digits: this file and the analysis
+    it uses (mainloop_report.py), and whether nvdisasm was found (cuobjdump -sass needs it). A
+    changed rule for the hot path, SASS_OPS or launch parser is not served what the one before
+    found."""
+    h = hashlib.sha1()
+    for source in (mainloop_report.__file__, __file__):
+        with open(source, "rb") as f:
+            h.update(f.read())
+    h.update(b"nvdisasm" if find_tool("nvdisasm") else b"")
+    return h.hexdigest()[:8]
+
+
+def keep(path, stem, suffix, value, opener=open):
+    """Writes value as JSON to path (in kernel_report_cache/, named stem-...suffix) whole or not at
+    all, for checks running beside this one read it, after removing the entries of stem an earlier
+    build left. A cache that cannot be written is not an error."""
+    cache = os.path.dirname(path)
+    with contextlib.suppress(OSError):
+        os.makedirs(cache, exist_ok=True)
+        for old in glob.glob(os.path.join(cache, stem + "-*" + suffix)):
+            with contextlib.suppress(FileNotFoundError):  # another report removed it first
+                os.remove(old)
+        tmp = f"{path}.{os.getpid()}"
+        with opener(tmp, "w") as f:
+            json.dump(value, f)
+        os.replace(tmp, path)
+
+
 def launches(build, step, configs, hopper=False):
     """(kernel base name, head dim or None, config or None) -> (threads, dynamic smem), from the
     CPU backend (run once per tile configuration of the step, if it has any, and once more with
     --variant sm90a for a step with a Hopper kernel). Kept in kernel_report_cache/ as the
-    disassembly is, keyed by the step's binary (its size and time) and this file: the report's
+    disassembly is, keyed by the step's binary (its size and time) and made_by: the report's
     several checks run the binary's hundred launches once."""
     name = step
     step, rung = split_rung(step)
@@ -221,13 +250,10 @@ def launches(build, step, configs, hopper=False):
     if not os.path.exists(exe):  # a partial build: launches unknown, the rest still reported
         return out
     st = os.stat(exe)
-    with open(__file__, "rb") as f:
-        me = f.read()
     key = repr((name, sorted(configs), hopper)).encode()
     stem = "launches-" + hashlib.sha1(key).hexdigest()[:16]
-    cache = os.path.join(build, "kernel_report_cache")
-    saved = os.path.join(cache, f"{stem}-{st.st_size}-{st.st_mtime_ns}-"
-                                f"{hashlib.sha1(me).hexdigest()[:8]}.json")
+    saved = os.path.join(build, "kernel_report_cache",
+                         f"{stem}-{st.st_size}-{st.st_mtime_ns}-{made_by()}.json")
     try:
         with open(saved) as f:
             return {tuple(k): tuple(v) for k, v in json.load(f)}
@@ -259,17 +285,8 @@ def launches(build, step, configs, hopper=False):
                 names = re.findall(r"launch\(\s*(\w+)", text)
                 if names:
                     out[(names[-1], dim, config)] = (int(threads), int(smem))
-    if crashed:  # what a killed run left out is not kept
-        return out
-    with contextlib.suppress(OSError):  # a build directory this user cannot write: not kept
-        os.makedirs(cache, exist_ok=True)
-        for old in glob.glob(os.path.join(cache, stem + "-*.json")):  # an earlier build's binary
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(old)
-        tmp = f"{saved}.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump([[list(k), list(v)] for k, v in out.items()], f)
-        os.replace(tmp, saved)
+    if not crashed:  # what a killed run left out is not kept
+        keep(saved, stem, ".json", [[list(k), list(v)] for k, v in out.items()])
     return out
 
 
@@ -321,20 +338,13 @@ def instructions(cuobjdump, obj, arch, build):
     """({kernel: PTX}, {kernel: its SASS_OPS counts}, {kernel: its main loop}) of one object on
     one architecture, the main loop (mainloop_report.main_loop) of each kernel with tensor
     instructions. Kept in the build directory (kernel_report_cache/, keyed by the object's path,
-    size and time), so that the report's several checks disassemble and analyse each object once;
-    the SASS itself is not kept (tens of MB an object, which every check would read again). The
-    key holds the analysis's own sources too (mainloop_report.py, this file): a changed rule for the
-    hot path or a changed SASS_OPS is not served what the rule before found."""
+    size and time, and made_by), so that the report's several checks disassemble and analyse each
+    object once; the SASS itself is not kept (tens of MB an object, which every check would read
+    again)."""
     st = os.stat(obj)
     cache = os.path.join(build, "kernel_report_cache")
     stem = hashlib.sha1(os.path.abspath(obj).encode()).hexdigest()[:16] + "-" + arch
-    analysis = hashlib.sha1()
-    for source in (mainloop_report.__file__, __file__):
-        with open(source, "rb") as f:
-            analysis.update(f.read())
-    analysis.update(b"nvdisasm" if find_tool("nvdisasm") else b"")  # cuobjdump -sass needs it
-    analysis = analysis.hexdigest()[:8]
-    path = os.path.join(cache, f"{stem}-{st.st_size}-{st.st_mtime_ns}-{analysis}.json.gz")
+    path = os.path.join(cache, f"{stem}-{st.st_size}-{st.st_mtime_ns}-{made_by()}.json.gz")
     try:
         with gzip.open(path, "rt") as f:
             ptx, sass_ops, loops = json.load(f)
@@ -352,14 +362,8 @@ def instructions(cuobjdump, obj, arch, build):
     loops = {name: mainloop_report.main_loop(text) for name, text in sass.items()
              if sass_ops[name]["HMMA"] or "HGMMA" in text}
     result = (per_function(ptx, ".entry "), sass_ops, loops)
-    os.makedirs(cache, exist_ok=True)
-    for old in glob.glob(os.path.join(cache, stem + "-*.json.gz")):  # an earlier build's object
-        with contextlib.suppress(FileNotFoundError):  # another report removed it first
-            os.remove(old)
-    tmp = f"{path}.{os.getpid()}"
-    with gzip.open(tmp, "wt", compresslevel=1) as f:
-        json.dump(result, f)
-    os.replace(tmp, path)  # whole or not at all: checks running beside this one read it
+    keep(path, stem, ".json.gz", result,
+         lambda name, mode: gzip.open(name, mode + "t", compresslevel=1))
     return result
 
 
