@@ -45,6 +45,27 @@ __global__ void restore_then_ldmatrix(uint32_t* out, int sync) {
   out[threadIdx.x] = r[0];
 }
 
+// Two warps fill 128 words of shared memory and meet at __syncthreads, after which every store is
+// visible to all. Then each lane of warp 0 stores to a 16-byte chunk of its own and reads its
+// neighbour's (lane 31 its own) after a __syncwarp (sync 1) or after only a shuffle (sync 0),
+// which orders no memory, while warp 1 meets alone at a named barrier, which orders none of warp
+// 0's stores: in the default (forward) order it completes between warp 0's stores and the reads
+// of lanes 0-30.
+__global__ void restore_after_barrier(float* out, int sync) {
+  float* s = attn::shared_memory<float>();
+  s[threadIdx.x] = s[threadIdx.x + 64] = 0.0f;
+  __syncthreads();
+  if (threadIdx.x >= 32) {
+    attn::named_barrier_sync(1, 32);
+    return;
+  }
+  const int lane = static_cast<int>(threadIdx.x);
+  s[4 * lane] = static_cast<float>(lane + 100);
+  if (sync) __syncwarp();
+  const int next = __shfl_sync(0xffffffffu, lane == 31 ? 31 : lane + 1, lane);
+  out[lane] = s[4 * next];
+}
+
 // 32 threads store words 0..31 of shared memory; then thread 0 copies in[0..3] over words 0..3
 // with cp.async and reads word 0: after its cp.async.wait_group (wait 1), or while the copy is in
 // flight (wait 0), into memory that was written before (so not a read of the start-up poison).
@@ -84,6 +105,9 @@ void run_refill_then_read(const float* in, float* out, int wait) {
 }
 void run_restore_then_ldmatrix(uint32_t* out, int sync) {
   attn::launch(restore_then_ldmatrix, {dim3(1), dim3(32), 32 * sizeof(uint32_t)}, out, sync);
+}
+void run_restore_after_barrier(float* out, int sync) {
+  attn::launch(restore_after_barrier, {dim3(1), dim3(64), 128 * sizeof(float)}, out, sync);
 }
 void run_shared_access(float* out, int words, int read) {
   attn::launch(shared_access, {dim3(1), dim3(words), words * sizeof(float)}, out, read);

@@ -372,6 +372,7 @@ void run_global_read(const float* in, float* out, int n, int first);
 void run_count(int* counter, unsigned* bits, int threads);
 void touch_shared(int word);
 void run_restore_then_ldmatrix(uint32_t* out, int sync);
+void run_restore_after_barrier(float* out, int sync);
 }  // namespace instrumented
 
 namespace {
@@ -401,6 +402,21 @@ TEST_CASE("instrumented: ldmatrix of the warp's own stores needs a __syncwarp be
   CHECK_THROWS_WITH(instrumented::run_restore_then_ldmatrix(out.ptr, 0),
                     Catch::Contains("ldmatrix at tests/instrumented_kernels.cpp:") &&
                         Catch::Contains("of the same warp stored with no __syncwarp"));
+}
+
+TEST_CASE("instrumented: a barrier that leaves a warp out orders none of its stores",
+          "[instrumented]") {
+  // After __syncthreads no store is pending anywhere, and a read needs no look at who stored what
+  // (Block::chunks); warp 0's later stores are pending again, and warp 1's named barrier, which
+  // completes before warp 0 reads them, does not change that.
+  attn_test::DeviceBuf<float> out(32, "out");
+  instrumented::run_restore_after_barrier(out.ptr, 1);
+  for (int l = 0; l < 32; ++l) CHECK(out.ptr[l] == float((l == 31 ? 31 : l + 1) + 100));
+  CHECK_THROWS_WITH(instrumented::run_restore_after_barrier(out.ptr, 0),
+                    Catch::Contains("block (0,0,0) thread (0,0,0)") &&
+                        Catch::Contains("(offset 16) that lane 1 of the same warp stored with no "
+                                        "__syncwarp, barrier or fence since") &&
+                        Catch::Contains("at tests/instrumented_kernels.cpp:"));
 }
 
 TEST_CASE("instrumented: a plain kernel's stores are not taken for unwritten memory",

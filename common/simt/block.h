@@ -101,8 +101,15 @@ struct Block {
     const std::string* via;  // the mbarrier it lands through, or null: its issuer's wait_group
   };
   std::vector<Pending> pending;
-  std::vector<uint8_t> in_flight;  // per chunk: 1 while pending[chunk] holds a copy (the checks
-                                   // read this, small enough to stay in the L1 cache)
+  // Per 16-byte chunk of smem, what the checks know of it (small enough to stay in the L1 cache):
+  //   kWritten: anything wrote it since the block started (a store, a copy landing, mark_written);
+  //   kInFlight: pending[chunk] holds a cp.async copy into it;
+  //   kUnsettled: a tracked store wrote it since a barrier last released every thread of the
+  //     block (which makes every store so far visible to all): only then may a word of it hold a
+  //     store another lane of the writer's warp may not see yet, which `stores` tells.
+  // A read of a chunk that is exactly kWritten breaks no rule.
+  enum ChunkState : uint8_t { kWritten = 1, kInFlight = 2, kUnsettled = 4 };
+  std::vector<uint8_t> chunks;
   uint3 idx{};
   int wake_min = 0;  // lowest thread made runnable since the greedy scheduler last looked
   // The scheduler's position, shared with suspend(), which switches straight to the thread the
@@ -116,8 +123,6 @@ struct Block {
   // latest event of thread u known to it. One accumulating clock per barrier id.
   std::vector<int32_t> clocks;
   SyncClock barrier_clocks[16];
-  // Per 16-byte chunk of smem: 1 once anything wrote it since the block started (mark_written).
-  std::vector<uint8_t> written;
   Context sched;  // the scheduler, while a CUDA thread runs
   // Per thread, in arrays of their own (a collective's completion and every switch read them for
   // 32 threads: dense, they stay in the L1 cache where the threads' own state does not):
@@ -161,12 +166,16 @@ inline void woke(Block& blk, int tid) {
     const uint64_t mine = uint64_t(me.tid + 1) << 32 | me.visible_epoch;
     for (size_t w = off / 4; w <= (off + bytes - 1) / 4; ++w) {
       blk.stores[w] = mine;
-      blk.written[w / 4] = 1;
+      blk.chunks[w / 4] |= Block::kWritten | Block::kUnsettled;
     }
     return true;
   }
-  for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
-    if (blk.in_flight[c] || !blk.written[c]) return false;
+  bool settled = true;
+  for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c) {
+    if ((blk.chunks[c] & (Block::kWritten | Block::kInFlight)) != Block::kWritten) return false;
+    settled &= blk.chunks[c] == Block::kWritten;
+  }
+  if (settled) return true;
   for (size_t w = off / 4; w <= (off + bytes - 1) / 4; ++w) {
     const uint64_t last = blk.stores[w];
     if (last == 0) continue;

@@ -160,25 +160,65 @@ std::vector<std::string> lines_of(const std::vector<uintptr_t>& pcs) {
   }
 }
 
-// Every load and store of an instrumented kernel. Most are to the fiber's own stack, or to the
-// emulator's own state that the kernel's inline helpers read (the current thread's ids): neither
-// shared nor device memory, so only their alignment is checked, inline, and nothing is counted.
-// The usual cases of shared and device memory are decided inline too, and counted where counting
-// is on (as check_access would): a shared access that breaks no rule, a device access inside a
-// buffer a lookup just found.
-inline void access(const void* p, size_t bytes, bool write, bool aligned, const void* pc) {
+// Each hook (below) decides the three usual cases itself, in a handful of instructions and no
+// call, in the order a kernel makes them most: an access to the running fiber's own stack, a read
+// of shared memory that breaks no rule, an access inside a device buffer this OS thread's lookups
+// found last. Each is counted where counting is on, as check_access would count it; anything
+// else goes to access(). Outside a kernel fiber nothing is checked or counted: the stack's case
+// may pass such an access (as access() would), the two counted ones ask in_kernel().
+//
+// A read of one 16-byte chunk of the block's shared memory that is exactly kWritten
+// (Block::chunks: written, no copy in flight, no store a lane may not see yet).
+[[gnu::always_inline]] inline bool shared_read_fine(const void* p, size_t bytes, bool aligned) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const SharedReads& s = t_shared_reads;
+  const uintptr_t off = a - s.lo;
+  return off < s.bytes && s.bytes - off >= bytes && off / 16 == (off + bytes - 1) / 16 &&
+         !(aligned && (a & (bytes - 1)) != 0) && s.chunks[off / 16] == Block::kWritten &&
+         in_kernel();
+}
+// An access to the running fiber's own stack (a kernel's local arrays), once its bounds are known
+// (on_own_stack refreshes them after a switch): only its alignment is checked.
+[[gnu::always_inline]] inline bool own_stack_fine(const void* p, size_t bytes, bool aligned) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return t_stack_of == t_current && a >= t_stack_lo && a + bytes <= t_stack_hi &&
+         !(aligned && (a & (bytes - 1)) != 0);
+}
+// A device access inside one of the two buffers this OS thread's lookups found last (memory.h).
+[[gnu::always_inline]] inline bool device_data_fine(const void* p, size_t bytes, bool aligned) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return !(aligned && (a & (bytes - 1)) != 0) && simt::in_recent_device_data(a, bytes) &&
+         in_kernel();
+}
+[[gnu::always_inline]] inline void count(counters::hook::Kind kind, const void* p, size_t bytes,
+                                         const void* pc) {
+  if (counters::active())
+    counters::hook::lane(kind, reinterpret_cast<uintptr_t>(pc), reinterpret_cast<uintptr_t>(p),
+                         uint32_t(bytes));
+}
+
+// Every other load and store of an instrumented kernel: the first access to the stack after a
+// switch, shared-memory stores, reads the hook could not pass, and the emulator's own state that
+// the kernel's inline helpers read (the current thread's ids: neither shared nor device memory,
+// so only their alignment is checked, and nothing is counted). The usual cases of the rest are
+// decided here too, and counted where counting is on (as check_access would): a shared access
+// that breaks no rule, an access in a gap between buffers or inside a buffer a lookup just found.
+// Out of line, so that the hooks' own frame stays small.
+[[gnu::noinline]] void access(const void* p, size_t bytes, bool write, bool aligned,
+                              const void* pc) {
   using counters::hook::Kind;
   const auto a = reinterpret_cast<uintptr_t>(p);
   if (!in_kernel()) return;
-  if (!(aligned && a % bytes != 0)) {
-    if (on_own_stack(a, bytes)) return;
-    if (touches_shared(a, bytes)) {
+  if (!(aligned && (a & (bytes - 1)) != 0)) {  // (bytes: a power of two where aligned)
+    if (touches_shared(a, bytes)) {            // first: what a kernel's loops read most
       if (shared_access_fine(a, bytes, write)) {
         if (counters::active())
           counters::hook::lane(write ? Kind::shared_store : Kind::shared_load,
                                reinterpret_cast<uintptr_t>(pc), a, uint32_t(bytes));
         return;
       }
+    } else if (on_own_stack(a, bytes)) {
+      return;
     } else if (simt::in_device_gap(a, bytes)) {
       return;
     } else if (simt::in_recent_device_data(a, bytes)) {
@@ -220,18 +260,35 @@ double atomic_add_checked(double* a, double v) {
 }  // namespace simt
 
 #define SIMT_PC __builtin_return_address(0)
-#define SIMT_HOOKS(N)                                  \
-  void __tsan_read##N(void* p) {                       \
-    simt::detail::access(p, N, false, true, SIMT_PC);  \
-  }                                                    \
-  void __tsan_write##N(void* p) {                      \
-    simt::detail::access(p, N, true, true, SIMT_PC);   \
-  }                                                    \
-  void __tsan_unaligned_read##N(void* p) {             \
-    simt::detail::access(p, N, false, false, SIMT_PC); \
-  }                                                    \
-  void __tsan_unaligned_write##N(void* p) {            \
-    simt::detail::access(p, N, true, false, SIMT_PC);  \
+#define SIMT_KIND(K) simt::counters::hook::Kind::K
+#define SIMT_HOOKS(N)                                                     \
+  void __tsan_read##N(void* p) {                                          \
+    if (simt::detail::own_stack_fine(p, N, true)) return;                 \
+    if (simt::detail::shared_read_fine(p, N, true))                       \
+      return simt::detail::count(SIMT_KIND(shared_load), p, N, SIMT_PC);  \
+    if (simt::detail::device_data_fine(p, N, true))                       \
+      return simt::detail::count(SIMT_KIND(global_load), p, N, SIMT_PC);  \
+    simt::detail::access(p, N, false, true, SIMT_PC);                     \
+  }                                                                       \
+  void __tsan_write##N(void* p) {                                         \
+    if (simt::detail::own_stack_fine(p, N, true)) return;                 \
+    if (simt::detail::device_data_fine(p, N, true))                       \
+      return simt::detail::count(SIMT_KIND(global_store), p, N, SIMT_PC); \
+    simt::detail::access(p, N, true, true, SIMT_PC);                      \
+  }                                                                       \
+  void __tsan_unaligned_read##N(void* p) {                                \
+    if (simt::detail::own_stack_fine(p, N, false)) return;                \
+    if (simt::detail::shared_read_fine(p, N, false))                      \
+      return simt::detail::count(SIMT_KIND(shared_load), p, N, SIMT_PC);  \
+    if (simt::detail::device_data_fine(p, N, false))                      \
+      return simt::detail::count(SIMT_KIND(global_load), p, N, SIMT_PC);  \
+    simt::detail::access(p, N, false, false, SIMT_PC);                    \
+  }                                                                       \
+  void __tsan_unaligned_write##N(void* p) {                               \
+    if (simt::detail::own_stack_fine(p, N, false)) return;                \
+    if (simt::detail::device_data_fine(p, N, false))                      \
+      return simt::detail::count(SIMT_KIND(global_store), p, N, SIMT_PC); \
+    simt::detail::access(p, N, true, false, SIMT_PC);                     \
   }
 
 extern "C" {

@@ -65,7 +65,7 @@ void publish_spans() {  // with g_mutex held
 
 namespace detail {
 std::atomic<const void*> g_device_snapshot{nullptr};
-constinit thread_local DeviceRange t_device_gap;
+constinit thread_local DeviceRange t_device_gap[2];
 constinit thread_local DeviceRange t_device_data[2];
 }  // namespace detail
 
@@ -128,16 +128,19 @@ namespace {
 // An instrumented kernel asks this of many of its loads and stores, and cp.async of every copy,
 // most of them to memory asked about just before. So each OS thread remembers, for the snapshot
 // it searched last, the data of the last two spans that wholly held an access (a tile loop reads
-// K and V in turn; detail::t_device_data) and the last gap between spans (detail::t_device_gap;
-// or before the first, or past the last) that held one: an access wholly inside one of them gets
-// the same answer without a search, here or inline (in_recent_device_data, in_device_gap).
+// K and V in turn; detail::t_device_data) and the last two gaps between spans
+// (detail::t_device_gap; or before the first, or past the last) that held one: an access wholly
+// inside one of them gets the same answer without a search, here or inline (in_recent_device_data,
+// in_device_gap).
 const Span* span_of(uintptr_t a, size_t bytes) {
   const std::vector<Span>* spans = published_spans();
   if (spans == nullptr || spans->empty()) return nullptr;
   detail::DeviceRange* data = detail::t_device_data;
   for (int i = 0; i < 2; ++i)
     if (data[i].holds(a, bytes, spans)) return static_cast<const Span*>(data[i].span);
-  if (detail::t_device_gap.holds(a, bytes, spans)) return nullptr;
+  detail::DeviceRange* gap = detail::t_device_gap;
+  for (int i = 0; i < 2; ++i)
+    if (gap[i].holds(a, bytes, spans)) return nullptr;
   // The first span starting past the access's last byte, and the one before it.
   const auto next = std::upper_bound(spans->begin(), spans->end(), a + bytes - 1,
                                      [](uintptr_t x, const Span& s) { return x < s.lo; });
@@ -149,7 +152,7 @@ const Span* span_of(uintptr_t a, size_t bytes) {
   }
   const uintptr_t lo = before != nullptr ? before->hi : 0;
   const uintptr_t hi = next != spans->end() ? next->lo : UINTPTR_MAX;
-  if (a >= lo && a + bytes <= hi) detail::t_device_gap = {spans, lo, hi};
+  if (a >= lo && a + bytes <= hi) gap[1] = gap[0], gap[0] = {spans, lo, hi};
   return nullptr;
 }
 }  // namespace

@@ -33,8 +33,9 @@ bool device_access_ok(const void* p, size_t bytes);
 namespace detail {
 // The live allocations as the lookups above search them (an immutable snapshot, replaced on every
 // allocation and free), and what the calling OS thread's lookups found in that snapshot:
-//   - the last gap between two allocations (or before the first, or past the last) that held an
-//     access: it holds no allocation's byte, guard zones included;
+//   - the last two gaps between allocations (or before the first, or past the last) that held an
+//     access (a kernel's parameters and the emulator's thread ids may lie in different ones): a
+//     gap holds no allocation's byte, guard zones included;
 //   - the data of the last two allocations that wholly held an access (a tile loop reads K and V
 //     in turn): an access inside one of them is in bounds.
 // Each holds as long as the snapshot is the same.
@@ -47,15 +48,16 @@ struct DeviceRange {
     return a >= lo && a + bytes <= hi && snapshot == now;
   }
 };
-extern thread_local constinit DeviceRange t_device_gap;
+extern thread_local constinit DeviceRange t_device_gap[2];   // the most recent first
 extern thread_local constinit DeviceRange t_device_data[2];  // the most recent first
 }  // namespace detail
 
 // True when [a, a + bytes) is known to touch no device allocation (the gap above): then
 // check_device_access says "" and find_buffer finds nothing, without a lookup.
 inline bool in_device_gap(uintptr_t a, size_t bytes) {
-  return detail::t_device_gap.holds(a, bytes,
-                                    detail::g_device_snapshot.load(std::memory_order_acquire));
+  const void* now = detail::g_device_snapshot.load(std::memory_order_acquire);
+  return detail::t_device_gap[0].holds(a, bytes, now) ||
+         detail::t_device_gap[1].holds(a, bytes, now);
 }
 
 // True when [a, a + bytes) is known to lie inside the data of one device allocation (above): then

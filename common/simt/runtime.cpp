@@ -34,6 +34,7 @@ constinit thread_local bool t_in_fiber = false;
 constinit thread_local bool t_stores_decided = false;
 constinit thread_local uintptr_t t_stack_lo = 0, t_stack_hi = 0, t_shared_lo = 0, t_shared_hi = 0;
 constinit thread_local const ThreadIds* t_stack_of = nullptr;
+constinit thread_local SharedReads t_shared_reads = {0, 0, nullptr};
 constinit thread_local Block* t_block = nullptr;
 constinit thread_local Thread* t_thread = nullptr;
 
@@ -326,10 +327,10 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   blk.stores.clear();  // allocated when an instrumented kernel starts (track_stores)
   blk.tracking = false;
   t_stores_decided = false;
+  t_shared_reads = {0, 0, nullptr};
   blk.instrumented = L.instrumented;
   blk.pending.assign((L.smem_bytes + 15) / 16, Block::Pending{nullptr, 0, -1, nullptr});
-  blk.in_flight.assign((L.smem_bytes + 15) / 16, 0);
-  blk.written.assign((L.smem_bytes + 15) / 16, 0);
+  blk.chunks.assign((L.smem_bytes + 15) / 16, 0);
   blk.clocks.clear();
   for (SyncClock& c : blk.barrier_clocks) c.clear();
   blk.wake_min = n;
@@ -559,6 +560,7 @@ void release_barrier(Block& blk, int id, const simt::where_t& where) {
     }
   }
   const bool ordering = !blk.clocks.empty();
+  int released = 0;
   for (int tid = 0; tid < blk.nthreads; ++tid) {
     Thread& x = blk.threads[tid];
     if (!x.done && x.wait == Wait::barrier && x.barrier_id == id) {
@@ -567,8 +569,12 @@ void release_barrier(Block& blk, int id, const simt::where_t& where) {
       ++x.ids.visible_epoch;  // a barrier makes earlier shared-memory stores visible
       if (ordering) acquire_into(blk, tid, blk.barrier_clocks[id]);
       woke(blk, tid);
+      ++released;
     }
   }
+  // Every thread of the block waited here: every store so far is visible to all of them.
+  if (released == blk.nthreads)
+    for (uint8_t& c : blk.chunks) c &= uint8_t(~Block::kUnsettled);
   if (ordering) std::fill(blk.barrier_clocks[id].begin(), blk.barrier_clocks[id].end(), 0);
   b.arrived = 0;
   b.warps = 0;

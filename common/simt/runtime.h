@@ -138,6 +138,16 @@ extern thread_local constinit bool t_in_fiber;
 extern thread_local constinit uintptr_t t_stack_lo, t_stack_hi, t_shared_lo, t_shared_hi;
 extern thread_local constinit const ThreadIds* t_stack_of;
 void refresh_stack_bounds();
+// The most frequent check of all, a read of shared memory that breaks no rule, decided inline
+// from one record (checks.cpp): the running block's shared memory and its chunks' states
+// (Block::chunks), set when the block starts tracking stores (an instrumented kernel: track_stores)
+// and cleared when a block starts; bytes 0 while there is none.
+struct SharedReads {
+  uintptr_t lo;
+  size_t bytes;
+  const uint8_t* chunks;
+};
+extern thread_local constinit SharedReads t_shared_reads;
 
 // True while a kernel fiber runs on this OS thread.
 inline bool in_kernel() {

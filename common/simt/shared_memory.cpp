@@ -10,14 +10,14 @@ namespace simt::detail {
 
 void mark_written(size_t offset, size_t bytes) {
   Block& blk = *t_block;
-  for (size_t c = offset / 16; c <= (offset + bytes - 1) / 16 && c < blk.written.size(); ++c)
-    blk.written[c] = 1;
+  for (size_t c = offset / 16; c <= (offset + bytes - 1) / 16 && c < blk.chunks.size(); ++c)
+    blk.chunks[c] |= Block::kWritten;
 }
 
 namespace {
 [[gnu::always_inline]] inline bool written_all(const Block& blk, size_t offset, size_t bytes) {
-  for (size_t c = offset / 16; c <= (offset + bytes - 1) / 16 && c < blk.written.size(); ++c)
-    if (!blk.written[c]) return false;
+  for (size_t c = offset / 16; c <= (offset + bytes - 1) / 16 && c < blk.chunks.size(); ++c)
+    if (!(blk.chunks[c] & Block::kWritten)) return false;
   return true;
 }
 }  // namespace
@@ -41,6 +41,7 @@ void track_stores() {
   if (blk.tracking || !blk.instrumented) return;
   blk.stores.assign((blk.smem_bytes + 3) / 4 + 1, 0);
   blk.tracking = true;
+  t_shared_reads = {reinterpret_cast<uintptr_t>(blk.smem), blk.smem_bytes, blk.chunks.data()};
 }
 
 namespace {
@@ -90,7 +91,7 @@ bool shared_access(uintptr_t a, size_t bytes, bool write, std::string& problem) 
   if (write) return true;
   const size_t off = a - s;
   for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
-    if (blk.in_flight[c]) {
+    if (blk.chunks[c] & Block::kInFlight) {
       problem = read_in_flight(off, blk.pending[c]);
       return true;
     }
@@ -116,15 +117,14 @@ void async_issued(const void* dst, const simt::where_t& where) {
   Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
   blk.pending[off / 16] = {where.file_name(), where.line(), t_current->tid, nullptr};
-  blk.in_flight[off / 16] = 1;
+  blk.chunks[off / 16] |= Block::kInFlight;
 }
 
 void async_landed(const void* dst) {
   Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
   blk.pending[off / 16].tid = -1;
-  blk.in_flight[off / 16] = 0;
-  blk.written[off / 16] = 1;
+  blk.chunks[off / 16] = Block::kWritten;  // landed, and no store in it left (below)
   if (!blk.stores.empty())
     for (size_t w = off / 4; w < off / 4 + 4 && w < blk.stores.size(); ++w) blk.stores[w] = 0;
 }
@@ -160,7 +160,7 @@ void check_not_pending(const void* p, size_t bytes, const char* what, const simt
   const Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(p) - blk.smem;
   for (size_t c = off / 16; c <= (off + bytes - 1) / 16; ++c)
-    if (blk.in_flight[c]) [[unlikely]]
+    if (blk.chunks[c] & Block::kInFlight) [[unlikely]]
       pending_read(blk.pending[c], off, bytes, what, where);
 }
 
@@ -185,14 +185,15 @@ void check_shared_read16(const void* p, const char* what, const simt::where_t& w
   if (reinterpret_cast<uintptr_t>(c) % 16 != 0) [[unlikely]]
     misaligned_shared(16, what, where);
   const size_t off = c - blk.smem;
-  if (blk.in_flight[off / 16]) [[unlikely]]
+  if (blk.chunks[off / 16] & Block::kInFlight) [[unlikely]]
     pending_read(blk.pending[off / 16], off, 16, what, where);
   // Only where every store is seen (the instrumented build) is an unwritten chunk known, and the
   // lane that stored each word. A warp collective (ldmatrix) gives each row to every lane: a
   // store by any lane of this warp, the supplying lane's own included, must be ordered before it.
   if (!blk.tracking) return;
-  if (!blk.written[off / 16]) [[unlikely]]
+  if (!(blk.chunks[off / 16] & Block::kWritten)) [[unlikely]]
     unwritten_read(off, what, where);
+  if (!(blk.chunks[off / 16] & Block::kUnsettled)) return;  // no store a lane may not see yet
   for (size_t w = off / 4; w < off / 4 + 4; ++w) {
     const uint64_t last = blk.stores[w];
     if (last == 0) continue;
