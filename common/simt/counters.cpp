@@ -236,6 +236,27 @@ struct BlockState {
   std::unordered_map<uint64_t, Counts> sites;
 };
 thread_local BlockState t_block;
+// The same, for lane(): a plain pointer reads without thread_local's guard (set by block_begin).
+constinit thread_local BlockState* t_state = nullptr;
+// What lane() needs of the thread that runs: its warp's open instructions, its position in their
+// order, its records, its bit and its warp's live lanes; for thread `of` (none after block_begin).
+struct Cursor {
+  const detail::ThreadIds* of;
+  WarpOpen* warp;
+  size_t* position;
+  std::vector<WarpOpen::Part>* recs;
+  uint32_t bit;
+  const uint32_t* live;
+  [[gnu::noinline]] void point_at(BlockState& b, const detail::ThreadIds& me) {
+    of = &me;
+    warp = &b.warps[size_t(me.warp)];
+    position = &b.position[size_t(me.tid)];
+    recs = &warp->recs[me.lane];
+    bit = 1u << me.lane;
+    live = &b.live_lanes[me.warp];
+  }
+};
+constinit thread_local Cursor t_cursor = {nullptr, nullptr, nullptr, nullptr, 0, nullptr};
 
 // The wavefronts one group of lanes needs: the most distinct 4-byte words any bank holds.
 uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool second) {
@@ -295,13 +316,26 @@ void global_request(const Instance& in, uint64_t& requests, uint64_t& sectors, u
   Few<uintptr_t, 32 * 2> s;  // a lane's access of up to 16 bytes spans at most two sectors
   uint64_t asked = 0;
   BufferBits* last = nullptr;
+  // Neighbouring lanes mostly read the same bytes (a broadcast) or the next ones (coalesced):
+  // their bytes are touched as one range [lo, hi), and a sector the lane before also gave is not
+  // given again (distinct_sectors drops repeats anyway).
+  uintptr_t lo = 0, hi = 0;
   for (uint32_t m = in.lanes; m != 0; m &= m - 1) {
     const LaneRec& r = in.rec[std::countr_zero(m)];
     if (r.bytes == 0) continue;
     asked += r.bytes;
-    touch(r.addr, r.bytes, last);
-    for (uintptr_t x = r.addr >> 5; x <= (r.addr + r.bytes - 1) >> 5; ++x) s.push(x);
+    if (r.addr < lo || r.addr + r.bytes > hi) {  // not inside the range so far
+      if (r.addr == hi) {
+        hi += r.bytes;
+      } else {
+        if (hi > lo) touch(lo, uint32_t(hi - lo), last);
+        lo = r.addr, hi = r.addr + r.bytes;
+      }
+    }
+    for (uintptr_t x = r.addr >> 5; x <= (r.addr + r.bytes - 1) >> 5; ++x)
+      if (s.n == 0 || s.data()[s.n - 1] != x) s.push(x);
   }
+  if (hi > lo) touch(lo, uint32_t(hi - lo), last);
   if (asked == 0) return;  // every lane zero-filled (cp.async with no source bytes)
   ++requests;
   sectors += distinct_sectors(s.data(), s.n);
@@ -463,7 +497,18 @@ uint64_t site_of(const where_t& where) {
          (where.line() & 0xFFFF);
 }
 
-void lane(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes, uintptr_t addr2) {
+namespace {
+// Instruction i of a warp's order is complete: counted, and marked finished.
+[[gnu::noinline]] void finish_in_order(WarpOpen& warp, size_t i) {
+  finish(warp.instance(i));
+  warp.order[i].lanes = 0;
+  if (i == warp.done) drop_finished(warp);
+}
+
+// lane() in every case: the first lane at an instruction, a lane that leaves the order (the warp
+// is keyed from then on), a keyed warp; out of line.
+[[gnu::noinline]] void lane_any(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes,
+                                uintptr_t addr2) {
   BlockState& b = t_block;
   const detail::ThreadIds& me = detail::current();
   WarpOpen& warp = b.warps[size_t(me.warp)];
@@ -479,11 +524,7 @@ void lane(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes, uintptr_t ad
       // At i: the lane passed all before. Only cp.async gives addr2, in the block's shared memory.
       const uint32_t offset = kind == Kind::cp_async ? uint32_t(addr2 - detail::t_shared_lo) : 0;
       warp.recs[me.lane].push_back({addr, offset, bytes});
-      if ((live & ~head.lanes) == 0) {  // every lane that has not exited is here
-        finish(warp.instance(i));
-        warp.order[i].lanes = 0;
-        if (i == warp.done) drop_finished(warp);
-      }
+      if ((live & ~head.lanes) == 0) finish_in_order(warp, i);  // every live lane is here
       return;
     }
     key_warp(me.warp);  // this lane left the order
@@ -498,6 +539,29 @@ void lane(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes, uintptr_t ad
     finish(in);
     warp.open.erase(it);
   }
+}
+}  // namespace
+
+// The usual case, with a small frame and few dependent loads: a lane of a warp still in order
+// that reaches the instruction a lane before it reached at the same position (lane_any's first
+// branch, as is). What it needs of the running thread is looked up once after each switch.
+void lane(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes, uintptr_t addr2) {
+  Cursor& c = t_cursor;
+  if (c.of != detail::t_current) [[unlikely]]
+    c.point_at(*t_state, *detail::t_current);
+  if (!c.warp->keyed) [[likely]] {
+    const size_t i = *c.position - c.warp->base;
+    if (i < c.warp->order.size() && c.warp->order[i].site == site) [[likely]] {
+      WarpOpen::Head& head = c.warp->order[i];
+      ++*c.position;
+      head.lanes |= c.bit;
+      const uint32_t offset = kind == Kind::cp_async ? uint32_t(addr2 - detail::t_shared_lo) : 0;
+      c.recs->push_back({addr, offset, bytes});
+      if ((*c.live & ~head.lanes) == 0) finish_in_order(*c.warp, i);
+      return;
+    }
+  }
+  lane_any(kind, site, addr, bytes, addr2);
 }
 
 void collective(const char* kind, const where_t& where, int warp, uint32_t arrived, bool whole_warp,
@@ -557,6 +621,8 @@ void barrier(const where_t& where, bool block_barrier, int warps) {
 
 void block_begin(int nthreads, const uint32_t* live_lanes) {
   BlockState& b = t_block;
+  t_state = &b;
+  t_cursor.of = nullptr;  // the vectors it points into may move
   b.nthreads = nthreads;
   b.live_lanes = live_lanes;
   b.position.assign(size_t(nthreads), 0);
