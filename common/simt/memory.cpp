@@ -65,8 +65,8 @@ void publish_spans() {  // with g_mutex held
 
 namespace detail {
 std::atomic<const void*> g_device_snapshot{nullptr};
-constinit thread_local DeviceRange t_device_gap[2];
-constinit thread_local DeviceRange t_device_data[2];
+constinit thread_local DeviceRange t_device_gap[kRecent];
+constinit thread_local DeviceRange t_device_data[kRecent];
 }  // namespace detail
 
 void* device_malloc(size_t bytes, const std::string& label) {
@@ -127,8 +127,8 @@ namespace {
 //
 // An instrumented kernel asks this of many of its loads and stores, and cp.async of every copy,
 // most of them to memory asked about just before. So each OS thread remembers, for the snapshot
-// it searched last, the data of the last two spans that wholly held an access (a tile loop reads
-// K and V in turn; detail::t_device_data) and the last two gaps between spans
+// it searched last, the data of the last few spans that wholly held an access (a tile loop reads
+// K and V in turn; detail::t_device_data) and the last few gaps between spans
 // (detail::t_device_gap; or before the first, or past the last) that held one: an access wholly
 // inside one of them gets the same answer without a search, here or inline (in_recent_device_data,
 // in_device_gap).
@@ -136,23 +136,25 @@ const Span* span_of(uintptr_t a, size_t bytes) {
   const std::vector<Span>* spans = published_spans();
   if (spans == nullptr || spans->empty()) return nullptr;
   detail::DeviceRange* data = detail::t_device_data;
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < detail::kRecent; ++i)
     if (data[i].holds(a, bytes, spans)) return static_cast<const Span*>(data[i].span);
   detail::DeviceRange* gap = detail::t_device_gap;
-  for (int i = 0; i < 2; ++i)
-    if (gap[i].holds(a, bytes, spans)) return nullptr;
+  if (detail::any_holds(gap, a, bytes, spans)) return nullptr;
   // The first span starting past the access's last byte, and the one before it.
   const auto next = std::upper_bound(spans->begin(), spans->end(), a + bytes - 1,
                                      [](uintptr_t x, const Span& s) { return x < s.lo; });
   const Span* before = next == spans->begin() ? nullptr : &*std::prev(next);
   if (before != nullptr && a < before->hi) {
     if (a >= before->data && a + bytes <= before->end)
-      data[1] = data[0], data[0] = {spans, before->data, before->end, before};
+      std::copy_backward(data, data + detail::kRecent - 1, data + detail::kRecent),
+          data[0] = {spans, before->data, before->end, before};
     return before;
   }
   const uintptr_t lo = before != nullptr ? before->hi : 0;
   const uintptr_t hi = next != spans->end() ? next->lo : UINTPTR_MAX;
-  if (a >= lo && a + bytes <= hi) gap[1] = gap[0], gap[0] = {spans, lo, hi};
+  if (a >= lo && a + bytes <= hi)
+    std::copy_backward(gap, gap + detail::kRecent - 1, gap + detail::kRecent),
+        gap[0] = {spans, lo, hi};
   return nullptr;
 }
 }  // namespace

@@ -33,11 +33,11 @@ bool device_access_ok(const void* p, size_t bytes);
 namespace detail {
 // The live allocations as the lookups above search them (an immutable snapshot, replaced on every
 // allocation and free), and what the calling OS thread's lookups found in that snapshot:
-//   - the last two gaps between allocations (or before the first, or past the last) that held an
-//     access (a kernel's parameters and the emulator's thread ids may lie in different ones): a
-//     gap holds no allocation's byte, guard zones included;
-//   - the data of the last two allocations that wholly held an access (a tile loop reads K and V
-//     in turn): an access inside one of them is in bounds.
+//   - the last kRecent gaps between allocations (or before the first, or past the last) that held
+//     an access (a kernel's parameters, the host's stack and the emulator's thread ids may lie in
+//     different ones): a gap holds no allocation's byte, guard zones included;
+//   - the data of the last kRecent allocations that wholly held an access (a thread of step 1
+//     reads Q and K and writes S in turn): an access inside one of them is in bounds.
 // Each holds as long as the snapshot is the same.
 extern std::atomic<const void*> g_device_snapshot;
 struct DeviceRange {
@@ -48,24 +48,29 @@ struct DeviceRange {
     return a >= lo && a + bytes <= hi && snapshot == now;
   }
 };
-extern thread_local constinit DeviceRange t_device_gap[2];   // the most recent first
-extern thread_local constinit DeviceRange t_device_data[2];  // the most recent first
+constexpr int kRecent = 4;
+extern thread_local constinit DeviceRange t_device_gap[kRecent];   // the most recent first
+extern thread_local constinit DeviceRange t_device_data[kRecent];  // the most recent first
+// Whether one of `ranges` holds [a, a + bytes) in snapshot `now`.
+inline bool any_holds(const DeviceRange* ranges, uintptr_t a, size_t bytes, const void* now) {
+  for (int i = 0; i < kRecent; ++i)
+    if (ranges[i].holds(a, bytes, now)) return true;
+  return false;
+}
 }  // namespace detail
 
 // True when [a, a + bytes) is known to touch no device allocation (the gap above): then
 // check_device_access says "" and find_buffer finds nothing, without a lookup.
 inline bool in_device_gap(uintptr_t a, size_t bytes) {
-  const void* now = detail::g_device_snapshot.load(std::memory_order_acquire);
-  return detail::t_device_gap[0].holds(a, bytes, now) ||
-         detail::t_device_gap[1].holds(a, bytes, now);
+  return detail::any_holds(detail::t_device_gap, a, bytes,
+                           detail::g_device_snapshot.load(std::memory_order_acquire));
 }
 
 // True when [a, a + bytes) is known to lie inside the data of one device allocation (above): then
 // check_device_access says "", without a lookup.
 inline bool in_recent_device_data(uintptr_t a, size_t bytes) {
-  const void* now = detail::g_device_snapshot.load(std::memory_order_acquire);
-  return detail::t_device_data[0].holds(a, bytes, now) ||
-         detail::t_device_data[1].holds(a, bytes, now);
+  return detail::any_holds(detail::t_device_data, a, bytes,
+                           detail::g_device_snapshot.load(std::memory_order_acquire));
 }
 
 // "byte 264 of buffer 'S/P' (1024 bytes)" for an address inside a live allocation, else "".
