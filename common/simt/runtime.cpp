@@ -904,6 +904,7 @@ void launch(dim3 grid, dim3 block, size_t smem, const std::function<void()>& bod
     detail::t_current = nullptr;
     detail::t_thread = nullptr;
     detail::t_block = nullptr;
+    detail::t_shared_reads = {0, 0, nullptr};  // the blocks' shared memory is gone
     detail::t_launch_site = nullptr;
     ss.ss_flags = SS_DISABLE;
     sigaltstack(&ss, nullptr);

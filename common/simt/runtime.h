@@ -141,7 +141,7 @@ void refresh_stack_bounds();
 // The most frequent check of all, a read of shared memory that breaks no rule, decided inline
 // from one record (checks.cpp): the running block's shared memory and its chunks' states
 // (Block::chunks), set when the block starts tracking stores (an instrumented kernel: track_stores)
-// and cleared when a block starts; bytes 0 while there is none.
+// and cleared when a block starts and when a launch ends; bytes 0 while there is none.
 struct SharedReads {
   uintptr_t lo;
   size_t bytes;
