@@ -14,6 +14,16 @@ __global__ void shared_access(float* out, int read) {
   if (threadIdx.x == 0) out[0] = s[read];
 }
 
+// 49 threads store the 49 halves of 98 bytes of shared memory; then thread 0 reads the 4-byte word
+// at byte `at`: at 96 its last two bytes lie past the end, inside the last 16-byte chunk, which
+// the block wrote.
+__global__ void shared_tail_read(float* out, int at) {
+  attn::shared_memory<uint16_t>()[threadIdx.x] = static_cast<uint16_t>(threadIdx.x);
+  __syncthreads();
+  if (threadIdx.x == 0)
+    out[0] = static_cast<float>(attn::shared_memory<uint32_t>()[at / 4] & 0xFFFF);
+}
+
 // 32 threads store words 0..63 of 128 words of shared memory, then read word 63 (which 0), word 64
 // (which 1: never written), or take an ldmatrix of rows 32..39 (which 2: never written either).
 __global__ void unwritten_read(float* out, int which) {
@@ -111,6 +121,9 @@ void run_restore_after_barrier(float* out, int sync) {
 }
 void run_shared_access(float* out, int words, int read) {
   attn::launch(shared_access, {dim3(1), dim3(words), words * sizeof(float)}, out, read);
+}
+void run_shared_tail_read(float* out, int at) {
+  attn::launch(shared_tail_read, {dim3(1), dim3(49), 49 * sizeof(uint16_t)}, out, at);
 }
 void run_global_read(const float* in, float* out, int n, int first) {
   attn::launch(global_read, {dim3(1), dim3(n)}, in, out, first);

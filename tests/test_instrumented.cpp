@@ -368,6 +368,7 @@ namespace instrumented {
 void run_unwritten_read(float* out, int which);
 void run_refill_then_read(const float* in, float* out, int wait);
 void run_shared_access(float* out, int words, int read);
+void run_shared_tail_read(float* out, int at);
 void run_global_read(const float* in, float* out, int n, int first);
 void run_count(int* counter, unsigned* bits, int threads);
 void touch_shared(int word);
@@ -436,6 +437,17 @@ TEST_CASE("instrumented: a shared-memory read one past the end is reported", "[i
                         Catch::Contains("out-of-bounds shared-memory read of 4 bytes at offset 256 "
                                         "of the block's 256 bytes of dynamic shared memory") &&
                         Catch::Contains("at tests/instrumented_kernels.cpp:"));
+}
+
+TEST_CASE("instrumented: a shared-memory read that ends past a size of whole words is reported",
+          "[instrumented]") {
+  // 98 bytes: the last 16-byte chunk is partly outside the allocation, and written.
+  attn_test::DeviceBuf<float> out(1, "out");
+  instrumented::run_shared_tail_read(out.ptr, 92);
+  CHECK(out.ptr[0] == 46.0f);
+  CHECK_THROWS_WITH(instrumented::run_shared_tail_read(out.ptr, 96),
+                    Catch::Contains("out-of-bounds shared-memory read of 4 bytes at offset 96 "
+                                    "of the block's 98 bytes of dynamic shared memory"));
 }
 
 TEST_CASE("instrumented: a global read before its buffer is reported", "[instrumented]") {

@@ -161,21 +161,28 @@ std::vector<std::string> lines_of(const std::vector<uintptr_t>& pcs) {
 }
 
 // Each hook (below) decides the three usual cases itself, in a handful of instructions and no
-// call, in the order a kernel makes them most: an access to the running fiber's own stack, a read
-// of shared memory that breaks no rule, an access inside a device buffer this OS thread's lookups
-// found last. Each is counted where counting is on, as check_access would count it; anything
-// else goes to access(). Outside a kernel fiber nothing is checked or counted: the stack's case
-// may pass such an access (as access() would), the two counted ones ask in_kernel().
+// call, in the order a kernel makes them most: a read of shared memory that breaks no rule, an
+// access to the running fiber's own stack, an access inside a device buffer this OS thread's
+// lookups found last. Each is counted where counting is on, as check_access would count it;
+// anything else goes to access(). Outside a kernel fiber nothing is checked or counted: the
+// stack's case may pass such an access (as access() would), the shared case's record holds
+// nothing then (runtime.h), and the device case asks in_kernel().
 //
-// A read of one 16-byte chunk of the block's shared memory that is exactly kWritten
-// (Block::chunks: written, no copy in flight, no store a lane may not see yet).
-[[gnu::always_inline]] inline bool shared_read_fine(const void* p, size_t bytes, bool aligned) {
+// A read of N bytes inside one 16-byte chunk of the block's shared memory that is exactly
+// kWritten (Block::chunks: written, no copy in flight, no store a lane may not see yet). An
+// aligned read (N a power of two up to 16) that starts inside the record's whole chunks lies
+// inside one of them; an unaligned one is checked for both.
+template <size_t N, bool aligned>
+[[gnu::always_inline]] inline bool shared_read_fine(const void* p) {
+  static_assert(N <= 16 && (N & (N - 1)) == 0);
   const auto a = reinterpret_cast<uintptr_t>(p);
   const SharedReads& s = t_shared_reads;
   const uintptr_t off = a - s.lo;
-  return off < s.bytes && s.bytes - off >= bytes && off / 16 == (off + bytes - 1) / 16 &&
-         !(aligned && (a & (bytes - 1)) != 0) && s.chunks[off / 16] == Block::kWritten &&
-         in_kernel();
+  if constexpr (aligned)
+    return (a & (N - 1)) == 0 && off < s.bytes && s.chunks[off / 16] == Block::kWritten;
+  else
+    return off < s.bytes && s.bytes - off >= N && off / 16 == (off + N - 1) / 16 &&
+           s.chunks[off / 16] == Block::kWritten;
 }
 // An access to the running fiber's own stack (a kernel's local arrays), once its bounds are known
 // (on_own_stack refreshes them after a switch): only its alignment is checked.
@@ -263,9 +270,9 @@ double atomic_add_checked(double* a, double v) {
 #define SIMT_KIND(K) simt::counters::hook::Kind::K
 #define SIMT_HOOKS(N)                                                     \
   void __tsan_read##N(void* p) {                                          \
-    if (simt::detail::own_stack_fine(p, N, true)) return;                 \
-    if (simt::detail::shared_read_fine(p, N, true))                       \
+    if (simt::detail::shared_read_fine<N, true>(p))                       \
       return simt::detail::count(SIMT_KIND(shared_load), p, N, SIMT_PC);  \
+    if (simt::detail::own_stack_fine(p, N, true)) return;                 \
     if (simt::detail::device_data_fine(p, N, true))                       \
       return simt::detail::count(SIMT_KIND(global_load), p, N, SIMT_PC);  \
     simt::detail::access(p, N, false, true, SIMT_PC);                     \
@@ -277,9 +284,9 @@ double atomic_add_checked(double* a, double v) {
     simt::detail::access(p, N, true, true, SIMT_PC);                      \
   }                                                                       \
   void __tsan_unaligned_read##N(void* p) {                                \
-    if (simt::detail::own_stack_fine(p, N, false)) return;                \
-    if (simt::detail::shared_read_fine(p, N, false))                      \
+    if (simt::detail::shared_read_fine<N, false>(p))                      \
       return simt::detail::count(SIMT_KIND(shared_load), p, N, SIMT_PC);  \
+    if (simt::detail::own_stack_fine(p, N, false)) return;                \
     if (simt::detail::device_data_fine(p, N, false))                      \
       return simt::detail::count(SIMT_KIND(global_load), p, N, SIMT_PC);  \
     simt::detail::access(p, N, false, false, SIMT_PC);                    \

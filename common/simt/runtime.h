@@ -141,10 +141,12 @@ void refresh_stack_bounds();
 // The most frequent check of all, a read of shared memory that breaks no rule, decided inline
 // from one record (checks.cpp): the running block's shared memory and its chunks' states
 // (Block::chunks), set when the block starts tracking stores (an instrumented kernel: track_stores)
-// and cleared when a block starts and when a launch ends; bytes 0 while there is none.
+// and cleared when a block starts and when a launch ends; bytes 0 while there is none. Set only
+// while this OS thread runs a block, whose fibers are the only instrumented code it runs then: a
+// record that holds an address tells that the access is a kernel's.
 struct SharedReads {
-  uintptr_t lo;
-  size_t bytes;
+  uintptr_t lo;  // 16-byte aligned
+  size_t bytes;  // of whole 16-byte chunks
   const uint8_t* chunks;
 };
 extern thread_local constinit SharedReads t_shared_reads;

@@ -41,7 +41,10 @@ void track_stores() {
   if (blk.tracking || !blk.instrumented) return;
   blk.stores.assign((blk.smem_bytes + 3) / 4 + 1, 0);
   blk.tracking = true;
-  t_shared_reads = {reinterpret_cast<uintptr_t>(blk.smem), blk.smem_bytes, blk.chunks.data()};
+  // The inline read check covers the whole 16-byte chunks of a 16-byte aligned base (runtime.cpp
+  // aligns it to 1 KiB); a tail shorter than a chunk goes to the full check.
+  const auto lo = reinterpret_cast<uintptr_t>(blk.smem);
+  t_shared_reads = {lo, lo % 16 == 0 ? blk.smem_bytes / 16 * 16 : 0, blk.chunks.data()};
 }
 
 namespace {
