@@ -191,7 +191,7 @@ template <size_t N, bool aligned>
   return t_stack_of == t_current && a >= t_stack_lo && a + bytes <= t_stack_hi &&
          !(aligned && (a & (bytes - 1)) != 0);
 }
-// A device access inside one of the two buffers this OS thread's lookups found last (memory.h).
+// A device access inside one of the buffers this OS thread's lookups found last (memory.h).
 [[gnu::always_inline]] inline bool device_data_fine(const void* p, size_t bytes, bool aligned) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   return !(aligned && (a & (bytes - 1)) != 0) && simt::in_recent_device_data(a, bytes) &&
