@@ -199,7 +199,29 @@ struct WarpOpen {
     uintptr_t addr;
     uint32_t addr2, bytes;
   };
-  std::vector<Part> recs[32];
+  // A lane's parts: a vector whose usual push (room left) lane() makes itself, with no call.
+  struct Parts {
+    std::unique_ptr<Part[]> data;
+    size_t n = 0, room = 0;
+    bool full() const { return n == room; }
+    void push(const Part& p) {
+      if (full()) {
+        room = std::max<size_t>(64, 2 * room);
+        auto more = std::make_unique<Part[]>(room);
+        std::copy(data.get(), data.get() + n, more.get());
+        data = std::move(more);
+      }
+      data[n++] = p;
+    }
+    void drop_front(size_t k) {  // (k at most n)
+      std::copy(data.get() + k, data.get() + n, data.get());
+      n -= k;
+    }
+    size_t size() const { return n; }
+    void clear() { n = 0; }
+    const Part& operator[](size_t i) const { return data[i]; }
+  };
+  Parts recs[32];
   size_t base = 0, done = 0;
   std::vector<uint64_t> dropped;
   std::unordered_map<Key, Instance, KeyHash> open;  // after
@@ -238,25 +260,48 @@ struct BlockState {
 thread_local BlockState t_block;
 // The same, for lane(): a plain pointer reads without thread_local's guard (set by block_begin).
 constinit thread_local BlockState* t_state = nullptr;
-// What lane() needs of the thread that runs: its warp's open instructions, its position in their
-// order, its records, its bit and its warp's live lanes; for thread `of` (none after block_begin).
+// What lane() needs of the thread that runs, for thread `of` (none after block_begin or save):
+// where in its warp's order it is and where its next part goes, as pointers that lane() moves on
+// by itself (`next` and `end` null where the warp is keyed), its bit and its warp's live lanes;
+// and where those pointers are kept as a position and a count, which save() brings up to date.
+// Whatever else changes a warp's order or a lane's parts (lane_any, drop_finished, flush, a new
+// block) saves first: the pointers may move.
 struct Cursor {
   const detail::ThreadIds* of;
-  WarpOpen* warp;
-  size_t* position;
-  std::vector<WarpOpen::Part>* recs;
+  WarpOpen::Head *next, *end;
+  WarpOpen::Part *rec, *rec_end;
   uint32_t bit;
   const uint32_t* live;
+  WarpOpen* warp;
+  size_t* position;
+  WarpOpen::Parts* recs;
   [[gnu::noinline]] void point_at(BlockState& b, const detail::ThreadIds& me) {
+    save();
     of = &me;
     warp = &b.warps[size_t(me.warp)];
     position = &b.position[size_t(me.tid)];
     recs = &warp->recs[me.lane];
     bit = 1u << me.lane;
     live = &b.live_lanes[me.warp];
+    if (warp->keyed) {
+      next = end = nullptr;
+    } else {
+      next = warp->order.data() + (*position - warp->base);
+      end = warp->order.data() + warp->order.size();
+    }
+    rec = recs->data.get() + recs->n;
+    rec_end = recs->data.get() + recs->room;
+  }
+  void save() {
+    if (of != nullptr && next != nullptr) {
+      *position = warp->base + size_t(next - warp->order.data());
+      recs->n = size_t(rec - recs->data.get());
+    }
+    of = nullptr;
   }
 };
-constinit thread_local Cursor t_cursor = {nullptr, nullptr, nullptr, nullptr, 0, nullptr};
+constinit thread_local Cursor t_cursor = {nullptr, nullptr, nullptr, nullptr, nullptr,
+                                          0,       nullptr, nullptr, nullptr, nullptr};
 
 // The wavefronts one group of lanes needs: the most distinct 4-byte words any bank holds.
 uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool second) {
@@ -403,15 +448,17 @@ void key_warp(int w) {
 void drop_finished(WarpOpen& warp) {
   while (warp.done < warp.order.size() && warp.order[warp.done].lanes == 0) ++warp.done;
   if (warp.done < 64 || 2 * warp.done < warp.order.size()) return;
+  t_cursor.save();  // the order and the parts move
   for (size_t i = 0; i < warp.done; ++i) warp.dropped.push_back(warp.order[i].site);
   warp.order.erase(warp.order.begin(), warp.order.begin() + ptrdiff_t(warp.done));
   for (auto& r : warp.recs)  // a lane that has exited may have fewer
-    r.erase(r.begin(), r.begin() + ptrdiff_t(std::min(warp.done, r.size())));
+    r.drop_front(std::min(warp.done, r.size()));
   warp.base += warp.done;
   warp.done = 0;
 }
 
 void flush(int w) {
+  t_cursor.save();  // the order and the parts are cleared
   WarpOpen& warp = t_block.warps[size_t(w)];
   for (size_t i = 0; i < warp.order.size(); ++i)
     if (warp.order[i].lanes != 0) finish(warp.instance(i));
@@ -509,6 +556,7 @@ namespace {
 // is keyed from then on), a keyed warp; out of line.
 [[gnu::noinline]] void lane_any(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes,
                                 uintptr_t addr2) {
+  t_cursor.save();  // the order may grow, the warp be keyed
   BlockState& b = t_block;
   const detail::ThreadIds& me = detail::current();
   WarpOpen& warp = b.warps[size_t(me.warp)];
@@ -523,7 +571,7 @@ namespace {
       head.lanes |= 1u << me.lane;
       // At i: the lane passed all before. Only cp.async gives addr2, in the block's shared memory.
       const uint32_t offset = kind == Kind::cp_async ? uint32_t(addr2 - detail::t_shared_lo) : 0;
-      warp.recs[me.lane].push_back({addr, offset, bytes});
+      warp.recs[me.lane].push({addr, offset, bytes});
       if ((live & ~head.lanes) == 0) finish_in_order(warp, i);  // every live lane is here
       return;
     }
@@ -540,28 +588,40 @@ namespace {
     warp.open.erase(it);
   }
 }
-}  // namespace
-
-// The usual case, with a small frame and few dependent loads: a lane of a warp still in order
-// that reaches the instruction a lane before it reached at the same position (lane_any's first
-// branch, as is). What it needs of the running thread is looked up once after each switch.
-void lane(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes, uintptr_t addr2) {
+// lane() in the usual case's last step: every live lane has reached instruction `head`.
+[[gnu::noinline]] void lane_finish(WarpOpen::Head* head) {
+  WarpOpen& warp = *t_cursor.warp;
+  finish_in_order(warp, size_t(head - warp.order.data()));
+}
+// lane() in every other case: after a switch, what it needs of the thread that now runs looked up
+// first.
+[[gnu::noinline]] void lane_slow(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes,
+                                 uintptr_t addr2) {
   Cursor& c = t_cursor;
-  if (c.of != detail::t_current) [[unlikely]]
+  if (c.of != detail::t_current) {
     c.point_at(*t_state, *detail::t_current);
-  if (!c.warp->keyed) [[likely]] {
-    const size_t i = *c.position - c.warp->base;
-    if (i < c.warp->order.size() && c.warp->order[i].site == site) [[likely]] {
-      WarpOpen::Head& head = c.warp->order[i];
-      ++*c.position;
-      head.lanes |= c.bit;
-      const uint32_t offset = kind == Kind::cp_async ? uint32_t(addr2 - detail::t_shared_lo) : 0;
-      c.recs->push_back({addr, offset, bytes});
-      if ((*c.live & ~head.lanes) == 0) finish_in_order(*c.warp, i);
-      return;
-    }
+    return lane(kind, site, addr, bytes, addr2);
   }
   lane_any(kind, site, addr, bytes, addr2);
+}
+}  // namespace
+
+// The usual case, in few instructions and no call but the last: a lane of a warp still in order
+// that reaches the instruction a lane before it reached at the same position, with room for its
+// part in its array (lane_any's first branch, as is). Every other case goes to lane_slow.
+void lane(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes, uintptr_t addr2) {
+  Cursor& c = t_cursor;
+  WarpOpen::Head* head = c.next;
+  WarpOpen::Part* rec = c.rec;
+  if (c.of != detail::t_current || head == c.end || head->site != site || rec == c.rec_end)
+      [[unlikely]]
+    return lane_slow(kind, site, addr, bytes, addr2);
+  c.next = head + 1;
+  c.rec = rec + 1;
+  // At head: the lane passed all before. Only cp.async gives addr2, in the block's shared memory.
+  *rec = {addr, kind == Kind::cp_async ? uint32_t(addr2 - detail::t_shared_lo) : 0, bytes};
+  head->lanes |= c.bit;
+  if ((*c.live & ~head->lanes) == 0) return lane_finish(head);  // every live lane is here
 }
 
 void collective(const char* kind, const where_t& where, int warp, uint32_t arrived, bool whole_warp,
@@ -622,7 +682,7 @@ void barrier(const where_t& where, bool block_barrier, int warps) {
 void block_begin(int nthreads, const uint32_t* live_lanes) {
   BlockState& b = t_block;
   t_state = &b;
-  t_cursor.of = nullptr;  // the vectors it points into may move
+  t_cursor.of = nullptr;  // the vectors it points into may move (nothing to save: they are new)
   b.nthreads = nthreads;
   b.live_lanes = live_lanes;
   b.position.assign(size_t(nthreads), 0);
