@@ -207,7 +207,7 @@ struct WarpOpen {
     void push(const Part& p) {
       if (full()) {
         room = std::max<size_t>(64, 2 * room);
-        auto more = std::make_unique<Part[]>(room);
+        auto more = std::make_unique_for_overwrite<Part[]>(room);
         std::copy(data.get(), data.get() + n, more.get());
         data = std::move(more);
       }
@@ -262,19 +262,21 @@ thread_local BlockState t_block;
 constinit thread_local BlockState* t_state = nullptr;
 // What lane() needs of the thread that runs, for thread `of` (none after block_begin or save):
 // where in its warp's order it is and where its next part goes, as pointers that lane() moves on
-// by itself (`next` and `end` null where the warp is keyed), its bit and its warp's live lanes;
-// and where those pointers are kept as a position and a count, which save() brings up to date.
-// Whatever else changes a warp's order or a lane's parts (lane_any, drop_finished, flush, a new
-// block) saves first: the pointers may move.
+// by itself, its bit and its warp's live lanes; and where those pointers are kept as a position
+// and a count, which save() brings up to date. `next` and `end` are equal (null) where the warp is
+// keyed or its order has never held an instruction: then lane() moves nothing. Whatever else reads
+// a position or a count, or changes a warp's order or a lane's parts (lane_any, drop_finished,
+// flush), saves first: the pointers may move; a new block resets the cursor. (lane_finish reads
+// the order and the parts unsaved: by index, and the running lane's part is written already.)
 struct Cursor {
-  const detail::ThreadIds* of;
-  WarpOpen::Head *next, *end;
-  WarpOpen::Part *rec, *rec_end;
-  uint32_t bit;
-  const uint32_t* live;
-  WarpOpen* warp;
-  size_t* position;
-  WarpOpen::Parts* recs;
+  const detail::ThreadIds* of = nullptr;
+  WarpOpen::Head *next = nullptr, *end = nullptr;
+  WarpOpen::Part *rec = nullptr, *rec_end = nullptr;
+  uint32_t bit = 0;
+  const uint32_t* live = nullptr;
+  WarpOpen* warp = nullptr;
+  size_t* position = nullptr;
+  WarpOpen::Parts* recs = nullptr;
   [[gnu::noinline]] void point_at(BlockState& b, const detail::ThreadIds& me) {
     save();
     of = &me;
@@ -298,10 +300,10 @@ struct Cursor {
       recs->n = size_t(rec - recs->data.get());
     }
     of = nullptr;
+    next = end = nullptr;
   }
 };
-constinit thread_local Cursor t_cursor = {nullptr, nullptr, nullptr, nullptr, nullptr,
-                                          0,       nullptr, nullptr, nullptr, nullptr};
+constinit thread_local Cursor t_cursor;
 
 // The wavefronts one group of lanes needs: the most distinct 4-byte words any bank holds.
 uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool second) {
@@ -608,7 +610,8 @@ namespace {
 
 // The usual case, in few instructions and no call but the last: a lane of a warp still in order
 // that reaches the instruction a lane before it reached at the same position, with room for its
-// part in its array (lane_any's first branch, as is). Every other case goes to lane_slow.
+// part in its array (what lane_any's first branch does there). Every other case goes to
+// lane_slow.
 void lane(Kind kind, uint64_t site, uintptr_t addr, uint32_t bytes, uintptr_t addr2) {
   Cursor& c = t_cursor;
   WarpOpen::Head* head = c.next;
@@ -682,7 +685,7 @@ void barrier(const where_t& where, bool block_barrier, int warps) {
 void block_begin(int nthreads, const uint32_t* live_lanes) {
   BlockState& b = t_block;
   t_state = &b;
-  t_cursor.of = nullptr;  // the vectors it points into may move (nothing to save: they are new)
+  t_cursor = Cursor{};  // dropped, not saved: the state it points into is made anew below
   b.nthreads = nthreads;
   b.live_lanes = live_lanes;
   b.position.assign(size_t(nthreads), 0);
