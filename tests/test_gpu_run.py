@@ -348,17 +348,28 @@ class GpuRun(unittest.TestCase):
                           "--dtype bf16 --causal\n")
         suite = BUNDLE / "bin" / "attn_suite"
         out = self.tmp / "t.csv"
+        # --cap-ms out of reach: on a loaded machine a run of the first shape can take long enough
+        # for the default cap (40 ms) to leave out the second
+        no_cap = ("--cap-ms", "1e9")
         r = run(suite, "time", "--backend", "cpu", "--shapes", shapes, "--kernels", "steps",
-                "--iters", "1", "--warmup", "0", "--csv", out)
+                "--iters", "1", "--warmup", "0", *no_cap, "--csv", out)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         with open(out) as f:
             rows = list(csv.DictReader(f))
         self.assertEqual(len(rows), 12)  # six kernels, two shapes
         self.assertEqual({r["seqlen_q"] for r in rows}, {"33", "17"})
+        # and a cap below any run: each kernel runs the first shape, which predicts the second
+        capped = self.tmp / "capped.csv"
+        r = run(suite, "time", "--backend", "cpu", "--shapes", shapes, "--kernels", "steps",
+                "--iters", "1", "--warmup", "0", "--cap-ms", "1e-6", "--csv", capped)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(capped) as f:
+            self.assertEqual({r["seqlen_q"] for r in csv.DictReader(f)}, {"33"})
+        self.assertEqual(r.stdout.count("(over --cap-ms 1e-06)"), 6, r.stdout)
         # --backward: step 6 and its rungs alone, their FLOPs 2.5 times the forward's
         back = self.tmp / "b.csv"
         r = run(suite, "time", "--backend", "cpu", "--shapes", shapes, "--kernels", "steps,rungs",
-                "--backward", "--iters", "1", "--warmup", "0", "--csv", back)
+                "--backward", "--iters", "1", "--warmup", "0", *no_cap, "--csv", back)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         with open(back) as f:
             brows = list(csv.DictReader(f))
