@@ -305,11 +305,12 @@ struct Cursor {
 };
 constinit thread_local Cursor t_cursor;
 
-// The wavefronts one group of lanes needs: the most distinct 4-byte words any bank holds.
-uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool second) {
+// The wavefronts one group of lanes needs (those of `lanes`, a mask): the most distinct 4-byte
+// words any bank holds.
+uint64_t group_wavefronts(const LaneRec* rec, uint32_t lanes, bool second) {
   auto each_word = [&](auto&& f) {  // every 4-byte word each lane accesses
-    for (int i = 0; i < n; ++i) {
-      const LaneRec& r = rec[lanes[i]];
+    for (uint32_t m = lanes; m != 0; m &= m - 1) {
+      const LaneRec& r = rec[std::countr_zero(m)];
       const uintptr_t a = second ? r.addr2 : r.addr;
       const uint32_t bytes = second ? 16 : r.bytes;
       if (bytes == 0) continue;
@@ -317,16 +318,17 @@ uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool
     }
   };
   // The usual case first, with nothing gathered: no bank holds two distinct words, so one
-  // wavefront (none if no lane accesses a byte).
+  // wavefront (none if no lane accesses a byte). Each bank keeps the last word a lane gave it: a
+  // bank given two distinct words is at some point given one that differs from the one it keeps.
+  // No branch on the addresses (lanes that take turns between rows would mispredict them).
   uint32_t bank_word[32];
   uint32_t banks_used = 0;
   bool distinct_in_a_bank = false;
   each_word([&](uint32_t w) {
     const uint32_t bank = w % 32, bit = 1u << bank;
-    if (!(banks_used & bit))
-      banks_used |= bit, bank_word[bank] = w;
-    else if (bank_word[bank] != w)
-      distinct_in_a_bank = true;
+    distinct_in_a_bank |= ((banks_used & bit) != 0) & (bank_word[bank] != w);
+    banks_used |= bit;
+    bank_word[bank] = w;
   });
   if (banks_used == 0) return 0;
   if (!distinct_in_a_bank) return 1;
@@ -347,12 +349,9 @@ uint64_t group_wavefronts(const LaneRec* rec, const uint32_t* lanes, int n, bool
 void shared_wavefronts(const Instance& in, uint32_t width, bool second, uint64_t& wavefronts,
                        uint64_t& ideal) {
   const int group = width <= 4 ? 32 : width <= 8 ? 16 : 8;
+  const uint32_t group_lanes = group == 32 ? ~0u : (1u << group) - 1;
   for (int g0 = 0; g0 < 32; g0 += group) {
-    uint32_t lanes[32];
-    int n = 0;
-    for (int l = g0; l < g0 + group; ++l)
-      if (in.lanes >> l & 1u) lanes[n++] = uint32_t(l);
-    const uint64_t w = group_wavefronts(in.rec, lanes, n, second);
+    const uint64_t w = group_wavefronts(in.rec, in.lanes & group_lanes << g0, second);
     wavefronts += w;
     ideal += w > 0 ? 1 : 0;
   }
@@ -410,11 +409,7 @@ void finish(const Instance& in) {
     case Kind::ldmatrix:
       ++c.ldsm_inst;
       for (int m = 0; m < 4; ++m) {  // one group of eight rows per matrix
-        uint32_t lanes[8];
-        int n = 0;
-        for (int l = 8 * m; l < 8 * m + 8; ++l)
-          if ((in.lanes >> l & 1u) && in.rec[l].bytes) lanes[n++] = uint32_t(l);
-        const uint64_t w = group_wavefronts(in.rec, lanes, n, false);
+        const uint64_t w = group_wavefronts(in.rec, in.lanes & 0xFFu << 8 * m, false);
         c.ldsm_wavefronts += w;
         c.ldsm_ideal += w > 0 ? 1 : 0;
       }
