@@ -23,12 +23,41 @@ function(attn_python_says out code)
   set(${out} "${said}" PARENT_SCOPE)
 endfunction()
 
+# `pip install .` builds in an environment of its own (the build requirements of pyproject.toml),
+# made afresh by each pip run at a new path and with files newer than any object. Headers found
+# there through the building Python are copied into the build directory, a file rewritten only
+# where its content changed, so that a build directory kept between pip runs (`pip install .
+# -C build-dir=build/python`) recompiles what changed, not everything for a moved header path.
+# Sets `var` to the copy; elsewhere (a build from scripts/build.sh, .venv's headers) keeps it.
+function(attn_keep_headers var name)
+  if(NOT SKBUILD OR NOT IS_DIRECTORY "${${var}}")
+    return()
+  endif()
+  set(copy ${CMAKE_BINARY_DIR}/external/${name})
+  file(GLOB_RECURSE entries LIST_DIRECTORIES true RELATIVE "${${var}}" "${${var}}/*")
+  foreach(entry IN LISTS entries)
+    if(IS_DIRECTORY "${${var}}/${entry}")
+      file(MAKE_DIRECTORY "${copy}/${entry}")
+    else()
+      get_filename_component(dir "${copy}/${entry}" DIRECTORY)
+      file(MAKE_DIRECTORY "${dir}")
+      file(COPY_FILE "${${var}}/${entry}" "${copy}/${entry}" ONLY_IF_DIFFERENT)
+    endif()
+  endforeach()
+  set(${var} ${copy} PARENT_SCOPE)
+endfunction()
+
 # Eigen: Debian's, or cmeel-eigen's (Eigen's own CMake package under site-packages/cmeel.prefix).
 find_package(Eigen3 3.4 NO_MODULE QUIET)
 if(NOT Eigen3_FOUND)
   attn_python_says(cmeel_prefix "import os, sys; print(next((p for p in (os.path.join(d, 'cmeel.prefix') for d in sys.path) if os.path.isdir(p)), ''))")
   if(cmeel_prefix)
     find_package(Eigen3 3.4 NO_MODULE QUIET PATHS ${cmeel_prefix} NO_DEFAULT_PATH)
+    if(Eigen3_FOUND)
+      get_target_property(eigen_include Eigen3::Eigen INTERFACE_INCLUDE_DIRECTORIES)
+      attn_keep_headers(eigen_include eigen3)
+      set_target_properties(Eigen3::Eigen PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${eigen_include}")
+    endif()
   endif()
 endif()
 if(NOT Eigen3_FOUND)
@@ -41,6 +70,7 @@ find_package(nlohmann_json 3.10 CONFIG QUIET)
 if(NOT nlohmann_json_FOUND)
   attn_python_says(json_include "import nlohmann_json; print(nlohmann_json.get_include())")
   if(json_include AND EXISTS "${json_include}/nlohmann/json.hpp")
+    attn_keep_headers(json_include nlohmann_json)
     add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED)
     target_include_directories(nlohmann_json::nlohmann_json SYSTEM INTERFACE ${json_include})
   else()
@@ -129,6 +159,7 @@ else()
       COMMAND ${Python_EXECUTABLE} -c
               "import importlib.util as u, os; s = u.find_spec('nvidia'); print(next((os.path.join(d, 'cu13', 'include') for d in (s.submodule_search_locations if s else []) if all(os.path.isfile(os.path.join(d, 'cu13', 'include', f)) for f in ('cuda_fp16.h', 'crt/host_defines.h', 'nv/target'))), ''))"
       OUTPUT_VARIABLE ATTN_CUDA_INCLUDE_DIRS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    attn_keep_headers(ATTN_CUDA_INCLUDE_DIRS cuda)
   endif()
   if(NOT ATTN_CUDA_INCLUDE_DIRS OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/cuda_fp16.h"
      OR NOT EXISTS "${ATTN_CUDA_INCLUDE_DIRS}/crt/host_defines.h"
