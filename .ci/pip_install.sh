@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `pip install .` as a user does it: a fresh clone (no .venv, no build/) and a fresh virtual
 # environment, then `import flashsteps` and one step on NumPy arrays. With --test, also `pip wheel
-# .` first (the install then reuses its build directory), the package's own tests (python/tests,
-# pytest) against the installed package, and the wheel installed into a second fresh environment
+# .` first (the install then reuses its build directory, and fails here if it compiled a kernel
+# again), the package's own tests (python/tests, pytest) against the installed package, and the wheel installed into a second fresh environment
 # with the same smoke test. Arguments after the repository (and --test) go to pip (e.g.
 # -C cmake.define.CMAKE_CUDA_ARCHITECTURES=75). .ci/run calls it with the CUDA toolkit,
 # .ci/no_toolkit.sh without it and without the Debian packages.
@@ -41,11 +41,24 @@ if [ "$test" = 1 ]; then
   "$work/wheel-venv/bin/pip" wheel "${pip[@]}" --no-deps -w "$work/wheels" "$work/repo" \
     "${build[@]}" "$@"
   echo "ci: pip wheel . $* took $((SECONDS - start)) s: $(cd "$work/wheels" && ls)"
+  wheel_log=$(wc -l <"$work/build/.ninja_log")
 fi
 python3 -m venv "$work/venv"
 start=$SECONDS
 "$work/venv/bin/pip" install "${pip[@]}" "$work/repo" "${build[@]}" "$@"
 echo "ci: pip install . $* took $((SECONDS - start)) s"
+if [ "$test" = 1 ]; then
+  # The wheel's build directory again, from a new build environment: nothing of the steps may be
+  # compiled twice (cmake/AttnDependencies.cmake, attn_keep_headers). Ninja's log holds a line for
+  # each output it made, the wheel's build first.
+  again=$(sed -n "$((wheel_log + 1)),\$p" "$work/build/.ninja_log" | cut -f4 | grep '\.o$' || true)
+  echo "ci: pip install . compiled $(grep -c . <<<"$again" || true) objects again in the wheel's" \
+    "build directory: $(tr '\n' ' ' <<<"$again")"
+  if grep -Eq '_(cpu|counted)\.cpp\.o$|\.cu\.o$' <<<"$again"; then
+    echo "ci: pip install . compiled the kernels again: the build environment's headers moved" >&2
+    exit 1
+  fi
+fi
 smoke "$work/venv"
 if [ "$test" = 1 ]; then
   start=$SECONDS
