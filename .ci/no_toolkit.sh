@@ -32,8 +32,7 @@ git clone -q "$src" "$work/repo"
 cd "$work/repo"
 # The test command with Debian's clang++ (setup.sh installs it when CXX names it): every test of
 # the CPU-only build, compiled by the other compiler, but the exercises (-E): each compiles a
-# step's kernel file again, which clang++ takes four times as long as g++ over, and the GPU build
-# of .ci/run has just run them all with g++.
+# step's kernel file again, and the GPU build of .ci/run has just run them all with g++.
 start=$SECONDS
 CXX=clang++ scripts/test.sh -E '^exercises\.'
 echo "ci: no toolkit: the README's test command passed, built with clang++, in $((SECONDS - start)) s"
