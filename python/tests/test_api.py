@@ -223,6 +223,9 @@ def test_ctrl_c_stops_a_cpu_run_and_python_keeps_its_handler():
             flashsteps.attention(q, q, q, "step3_fused")
         except KeyboardInterrupt as e:
             print("KeyboardInterrupt:", e, flush=True)
+        import faulthandler
+        # Should the second Ctrl-C go unseen, every thread's stack on stderr (the failure's text).
+        faulthandler.dump_traceback_later(5)
         try:
             print("sleeping", flush=True)
             # Python's own handler is back: a second Ctrl-C interrupts this. Short sleeps: the
@@ -246,7 +249,12 @@ def test_ctrl_c_stops_a_cpu_run_and_python_keeps_its_handler():
     assert elapsed < 3.0, f"{elapsed:.1f} s from SIGINT to KeyboardInterrupt"
     assert p.stdout.readline() == "sleeping\n"
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=10)
+    try:
+        out, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail("the second SIGINT went unseen for 10 s: " + out + err)
     assert out == "second KeyboardInterrupt\n", out + err
 
 
