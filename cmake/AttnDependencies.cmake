@@ -27,7 +27,8 @@ endfunction()
 # made afresh by each pip run at a new path and with files newer than any object. Headers found
 # there through the building Python are copied into the build directory, a file rewritten only
 # where its content changed, so that a build directory kept between pip runs (`pip install .
-# -C build-dir=build/python`) recompiles what changed, not everything for a moved header path.
+# -C build-dir=build-pip`, docs/python.md) recompiles what changed, not everything for a moved
+# header path.
 # Sets `var` to the copy; elsewhere (a build from scripts/build.sh, .venv's headers) keeps it.
 function(attn_keep_headers var name)
   if(NOT SKBUILD OR NOT IS_DIRECTORY "${${var}}")
@@ -56,7 +57,8 @@ if(NOT Eigen3_FOUND)
     if(Eigen3_FOUND)
       get_target_property(eigen_include Eigen3::Eigen INTERFACE_INCLUDE_DIRECTORIES)
       attn_keep_headers(eigen_include eigen3)
-      set_target_properties(Eigen3::Eigen PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${eigen_include}")
+      set_target_properties(Eigen3::Eigen PROPERTIES
+                            INTERFACE_INCLUDE_DIRECTORIES "${eigen_include}")
     endif()
   endif()
 endif()
