@@ -2,10 +2,10 @@
 # `pip install .` as a user does it: a fresh clone (no .venv, no build/) and a fresh virtual
 # environment, then `import flashsteps` and one step on NumPy arrays. With --test, also `pip wheel
 # .` first (the install then reuses its build directory, and fails here if it compiled a kernel
-# again), the package's own tests (python/tests, pytest) against the installed package, and the wheel installed into a second fresh environment
-# with the same smoke test. Arguments after the repository (and --test) go to pip (e.g.
-# -C cmake.define.CMAKE_CUDA_ARCHITECTURES=75). .ci/run calls it with the CUDA toolkit,
-# .ci/no_toolkit.sh without it and without the Debian packages.
+# again), the package's own tests (python/tests, pytest) against the installed package, and the
+# wheel installed into a second fresh environment with the same smoke test. Arguments after the
+# repository (and --test) go to pip (e.g. -C cmake.define.CMAKE_CUDA_ARCHITECTURES=75). .ci/run
+# calls it with the CUDA toolkit, .ci/no_toolkit.sh without it and without the Debian packages.
 set -euo pipefail
 src=${1:?usage: .ci/pip_install.sh REPOSITORY [--test] [PIP ARGS...]}
 shift
