@@ -216,14 +216,13 @@ def test_memory_error_when_the_inputs_do_not_fit():
 
 def test_ctrl_c_stops_a_cpu_run_and_python_keeps_its_handler():
     code = textwrap.dedent("""
-        import sys, time, numpy as np, flashsteps
+        import faulthandler, sys, time, numpy as np, flashsteps
         q = np.full((1, 16, 2048, 64), 0.5, dtype=np.float16)
         print("start", flush=True)
         try:
             flashsteps.attention(q, q, q, "step3_fused")
         except KeyboardInterrupt as e:
             print("KeyboardInterrupt:", e, flush=True)
-        import faulthandler
         # Should the second Ctrl-C go unseen, every thread's stack on stderr (the failure's text).
         faulthandler.dump_traceback_later(5)
         try:
