@@ -116,6 +116,13 @@ function(attn_add_step name)
     set(gpu_targets ${name}_gpu)
     add_library(${name}_gpu OBJECT ${ARG_KERNEL})
     set_target_properties(${name}_gpu PROPERTIES CUDA_ARCHITECTURES "${step_archs}")
+    # nvcc compiles a file's architectures one after another unless told otherwise; with
+    # --threads 0 it compiles them side by side, as many at once as the machine has cores. The
+    # same machine code and the same ptxas report (in another order: kernel_report.py sorts it),
+    # and no faster a whole build, where ninja keeps every core busy already; but a step rebuilt
+    # after an edit waits for its slowest architecture instead of all of them (docs/README.md's
+    # edit-loop table).
+    target_compile_options(${name}_gpu PRIVATE --threads 0)
     if(ARG_RUNGS)
       add_library(${name}_rungs_gpu OBJECT ${ARG_RUNGS})
       set_target_properties(${name}_rungs_gpu PROPERTIES CUDA_ARCHITECTURES ${rung_arch})

@@ -26,8 +26,8 @@ from markers import check, machine, rewrite
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = [("step1_naive", "attention.cu"), ("step2_tiled", "attention.cu"),
            ("step3_fused", "attention.cu"), ("step4_tensorcore", "attention.cu"),
-           ("step5_warpspecialized", "attention.cu"), ("step5_warpspecialized",
-                                                        "attention_sm90a.cu")]
+           ("step5_warpspecialized", "attention.cu"),
+           ("step5_warpspecialized", "attention_sm90a.cu"), ("step6_backward", "attention.cu")]
 SHAPE = ["--batch", "1", "--heads", "2", "--seq", "129", "--dim", "64"]
 
 
