@@ -120,8 +120,8 @@ function(attn_add_step name)
     # --threads 0 it compiles them side by side, as many at once as the machine has cores. The
     # same machine code and the same ptxas report (in another order: kernel_report.py sorts it),
     # and no faster a whole build, where ninja keeps every core busy already; but a step rebuilt
-    # after an edit waits for its slowest architecture instead of all of them (docs/README.md's
-    # edit-loop table).
+    # after an edit waits for its architectures a core's worth at a time instead of one by one
+    # (docs/README.md's edit-loop table).
     target_compile_options(${name}_gpu PRIVATE --threads 0)
     if(ARG_RUNGS)
       add_library(${name}_rungs_gpu OBJECT ${ARG_RUNGS})
