@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-from markers import check, machine, rewrite
+from markers import check, commit, machine, rewrite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -34,8 +34,7 @@ def main():
         if r.returncode != 0:
             print(f"first_result: git clone failed: {r.stderr.strip()}", file=sys.stderr)
             return 2
-        commit = subprocess.run(["git", "-C", clone, "rev-parse", "--short=12", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
+        measured = commit(clone)
         proc = subprocess.Popen([os.path.join(clone, "scripts", "main.sh"), *args.args],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         first = done = built = None
@@ -60,12 +59,12 @@ def main():
         where = "with a GPU" if gpu else "without a GPU"
         rewrite(args.readme, "first-result",
                 f"Measured by `scripts/first_result.py --readme README.md` (a fresh clone of "
-                f"{commit}, {where}, on {machine()}, the Debian packages installed; .venv made by the command): "
+                f"{measured}, {where}, on {machine()}, the Debian packages installed; .venv made by the command): "
                 f"the steps built after {built} s, the first table after **{first} s**, the "
                 f"counted results and the chart after {done} s."
                 if built is not None else
                 f"Measured by `scripts/first_result.py --readme README.md` (a fresh clone of "
-                f"{commit}, {where}, on {machine()}): results and the chart after {done} s.")
+                f"{measured}, {where}, on {machine()}): results and the chart after {done} s.")
         print(f"first_result: rewrote {args.readme}")
     return status
 

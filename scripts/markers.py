@@ -1,6 +1,8 @@
 """What the scripts that generate figures into Markdown share: the text between a file's
-<!-- NAME:begin --> and <!-- NAME:end --> markers, and the machine a figure was measured on."""
+<!-- NAME:begin --> and <!-- NAME:end --> markers, and the machine and the commit a figure was
+measured on."""
 import os
+import subprocess
 import sys
 
 
@@ -54,3 +56,10 @@ def machine():
     except OSError:
         pass
     return f"{model}, {os.cpu_count()} cores"
+
+
+def commit(repo):
+    """The commit checked out in `repo`, as the generated tables name it (12 hex digits)."""
+    r = subprocess.run(["git", "-C", repo, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                       text=True)
+    return r.stdout.strip() if r.returncode == 0 else "an unknown commit"
