@@ -3,7 +3,8 @@
 //   delta_kernel  D_i = rowsum(dO_i * O_i)
 //   dkdv_kernel   as in rung 8; P_ij = exp2(S_ij * scale * log2 e - LSE_i * log2 e), one fused
 //                 multiply-add and one ex2, with the lane's rows' LSE and D_i read once a tile
-//   dq_kernel     as in rung 8; its rows' LSE and D_i read once, before the key tiles
+//   dq_kernel     as in rung 8; its rows' LSE and D_i read once, before the key tiles, and so is
+//                 how far its warp's rows see every key
 //
 // In rung 8 every pair (i, j) of a tile read its row's LSE and D_i from global memory again,
 // made dropout's parameters again (a conversion through double) and tested the mask, each test
@@ -253,6 +254,10 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
   load_rows_async<D, kRowsQ>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, p.seqlen_q - i0);
   if (keys_end > 0) load_tile(0, 0);
   attn::cp_async_commit();
+  // Every pair of a key tile is visible to the warp's rows when its first row w0 sees the tile's
+  // last key and its last row is a real one: tiles that end at or before visible_end.
+  const int w0 = i0 + warp * 16;
+  const int visible_end = w0 + 16 <= attn::query_length(p, b) ? attn::row_keys_end(p, b, w0) : 0;
   float dq[D / 8][4] = {};  // the warp's 16 rows x D
   for (int j0 = 0, s = 0; j0 < keys_end; j0 += Bc, ++s) {
     const T *Ks = Kbuf + s % kStages * Bc * S, *Vs = Vbuf + s % kStages * Bc * S;
@@ -283,12 +288,8 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
       }
     }
     // dS, element e of tile nt at row warp * 16 + g + 8 (e / 2), key j0 + 8 nt + 2t + e % 2, as
-    // in the dkdv_kernel; tiles 2k and 2k + 1 are A fragment k of dS (16 rows x 16 keys). Every
-    // pair of the warp's rows is visible when its first row sees the tile's last key and its last
-    // row is a real one.
-    const int w0 = i0 + warp * 16;  // the warp's first row
-    const bool all_visible =
-        w0 + 16 <= attn::query_length(p, b) && attn::row_keys_end(p, b, w0) >= j0 + Bc;
+    // in the dkdv_kernel; tiles 2k and 2k + 1 are A fragment k of dS (16 rows x 16 keys).
+    const bool all_visible = j0 + Bc <= visible_end;
     float ds[Bc / 8][4];
     tile_pairs(drop, all_visible, [&](auto masked, auto dropout) {
       constexpr bool kMasked = decltype(masked)::value, kDropout = decltype(dropout)::value;
