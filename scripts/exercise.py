@@ -22,11 +22,16 @@ against the FP64 reference on a few shapes (odd lengths, Sq != Sk, causal, GQA, 
 lengths, bf16, dropout) under two schedules, forward and greedy. An exercise whose lesson is a
 count (`counters = "no bank conflicts"` in its .toml: step 4's swizzle) is built as the step's
 counted copy instead (bin/counted/, --counters) and must also cause no bank conflicts: a layout
-that computes the right result with conflicting reads fails. Exit status: 0 passed, 1 failed
+that computes the right result with conflicting reads fails. An exercise whose lesson is work
+left out (`[count]` in its .toml: the tiles that need no mask) builds its first case with gcov's
+counters (g++), and an answer whose masked path (the [count] line) runs more often than the step's
+own kernel's fails. Exit status: 0 passed, 1 failed
 (what the backend or the compiler said, and the chapter section to re-read), 2 bad input.
 """
-import csv
 import argparse
+import csv
+import hashlib
+import json
 import os
 import re
 import shlex
@@ -79,6 +84,9 @@ def load(name):
     for blank in spec["blank"]:
         blank["lines"] = blank["lines"].rstrip("\n").split("\n")
         blank["hint"] = blank["hint"].strip().split("\n")
+    if "count" in spec:
+        spec["count"]["line"] = spec["count"]["line"].strip("\n")
+        spec["count"]["hint"] = " ".join(spec["count"]["hint"].split())
     return spec
 
 
@@ -102,6 +110,13 @@ def locate(spec, text):
                           f"{k - 1} in {spec['source'].relative_to(ROOT)}: list the blanks in "
                           f"the order of the file, without overlaps (exercises/{spec['name']}.toml)")
         where.append((hits[0], n))
+    if "count" in spec:
+        hits = [i for i, line in enumerate(lines) if line == spec["count"]["line"]]
+        if len(hits) != 1 or any(first <= hits[0] < first + n for first, n in where):
+            raise Refusal(f"exercise {spec['name']} is out of date: its [count] line occurs "
+                          f"{len(hits)} times in {spec['source'].relative_to(ROOT)}"
+                          + (", inside a blank" if len(hits) == 1 else "")
+                          + f" (update exercises/{spec['name']}.toml)")
     return where
 
 
@@ -244,6 +259,40 @@ QUICK_FLAGS = "-O1 -findirect-inlining"
 # answer needs for it alone: fp16 at head dim 64 (common/kernel.h, common/tiles.h).
 QUICK_SHAPE = ("-DATTN_ONLY_FP16=1", "-DATTN_ONLY_HEAD_DIM=64")
 
+# An exercise whose lesson is work left out ([count] in its .toml: which tiles need no mask) is
+# counted as well: its quick build is compiled with gcov's counters, and the first case's count of
+# runs of the [count] line (a line only the masked path runs) is held against the step's own.
+COVERAGE = "--coverage -fprofile-update=atomic"
+
+
+def gcov_missing(compile_cmd):
+    """Why the masked path's runs cannot be counted with this build's compiler, or None."""
+    words = shlex.split(compile_cmd)
+    launcher = Path(words[0]).name in ("ccache", "sccache") and len(words) > 1
+    compiler = words[1] if launcher else words[0]
+    try:
+        r = run([compiler, "--version"])
+    except OSError as e:
+        return f"the build's compiler {compiler} cannot be run ({e.strerror})"
+    if r.returncode != 0 or "clang" in r.stdout.lower():
+        return "gcov's counts need g++, and this build compiles with " + Path(compiler).name
+    if shutil.which("gcov") is None:
+        return "gcov (it comes with g++) is not on the PATH"
+    return None
+
+
+def line_runs(obj, kernel, line):
+    """How often the run of ws/.build's `obj` (compiled with COVERAGE) ran the line of `kernel`
+    whose text is `line`: gcov's count, summed over the functions that hold it."""
+    text = kernel.read_text().split("\n")
+    numbers = {i + 1 for i, each in enumerate(text) if each == line}
+    r = run(["gcov", "--json-format", "--stdout", obj.name], cwd=obj.parent)
+    if r.returncode != 0:
+        raise Refusal(f"gcov could not read {obj}: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    return sum(x["count"] for each in json.loads(r.stdout).get("files", [])
+               if Path(each["file"]).resolve() == kernel.resolve()
+               for x in each["lines"] if x["line_number"] in numbers)
+
 
 def build_exercise(spec, ws, build, rebuild_step, quick=False):
     """The answer's executable (or the step's own, where the answer is the step's file), or why
@@ -292,12 +341,24 @@ def build_exercise(spec, ws, build, rebuild_step, quick=False):
         return str(binary.resolve())
     if counted:
         return build_counted(step, ws, build, compile_cmd, link, kernel_object(spec, counted))
+    flags = " ".join(QUICK_SHAPE) if quick else ""
+    if quick and "count" in spec and gcov_missing(compile_cmd) is None:
+        flags += " " + COVERAGE  # the first case counts the masked path's runs (too_strict)
+    return build_copy(spec, ws, build, (compile_cmd, archive, link), ws / "attention.cu",
+                      "quick" if quick else step, flags)
+
+
+def build_copy(spec, ws, build, commands, kernel, name, flags=""):
+    """`kernel` built as the step's CPU copy, with the step's own command lines (commands: its
+    compile, archive and link) and `flags` added to the compile and the link: the executable
+    ws/.build/NAME, or why not."""
+    step = spec["step"]
+    compile_cmd, archive, link = commands
     out = ws / ".build"
     out.mkdir(exist_ok=True)
-    name = "quick" if quick else step
-    wrapper = out / "kernel_cpu.cpp"
+    wrapper = out / f"kernel_{name}.cpp"
     wrapper.write_text(f"// Generated by scripts/exercise.py: the exercise's kernel for the CPU "
-                       f"backend.\n#include \"{(ws / 'attention.cu').resolve()}\"\n")
+                       f"backend.\n#include \"{kernel.resolve()}\"\n")
     cpu_obj = f"{step}/CMakeFiles/{step}_cpu.dir/{kernel_object(spec, False)}"
     lib = f"{step}/lib{step}_lib.a"
     obj = str((out / f"kernel_{name}.o").resolve())
@@ -309,9 +370,7 @@ def build_exercise(spec, ws, build, rebuild_step, quick=False):
         # The flags the build gives the rungs' CPU copies (cmake/AttnStep.cmake, g++ only): a
         # third of the compile time, and the check's matrix still runs in seconds.
         compile_cmd += " " + QUICK_FLAGS
-    if quick:
-        compile_cmd += " " + " ".join(QUICK_SHAPE)
-    r = run(compile_cmd, cwd=build)
+    r = run(f"{compile_cmd} {flags}", cwd=build)
     if r.returncode != 0:
         errors = [line for line in (r.stdout + r.stderr).splitlines()
                   if "error" in line or "attention.cu:" in line]
@@ -319,7 +378,8 @@ def build_exercise(spec, ws, build, rebuild_step, quick=False):
     new_lib = shlex.quote(str((out / f"lib{step}_{name}_exercise.a").resolve()))
     exe = str((out / name).resolve())
     archive = archive.replace(cpu_obj, shlex.quote(obj)).replace(lib, new_lib)
-    link = link.replace(lib, new_lib).replace(f"-o bin/{step} ", f"-o {shlex.quote(exe)} ")
+    link = link.replace(lib, new_lib).replace(f"-o bin/{step} ",
+                                              f"-o {shlex.quote(exe)} {flags} ")
     for cmd in (archive, link):
         r = run(cmd, cwd=build)
         if r.returncode != 0:
@@ -364,6 +424,44 @@ def conflicts(csv_path):
                 if int(row[col] or 0) > 0:
                     found.append((f"{what} (D={row['dim']})", int(row[col])))
     return found
+
+
+def too_strict(spec, ws, build):
+    """After the first case of an answer built with COVERAGE: why it took the masked path more
+    often than the step's own kernel does on that case (a [count] exercise), or None. The step's
+    count is made once, by the same quick build of the step's file, and kept in ws/.build."""
+    line = spec["count"]["line"]
+    kernel = ws / "attention.cu"
+    if kernel.read_text().split("\n").count(line) != 1:
+        print(f"note: the masked path's runs are not counted: the line `{line.strip()}` is not in "
+              f"{shown(kernel)} exactly once", flush=True)
+        return None
+    answer = line_runs(ws / ".build" / "kernel_quick.o", kernel, line)
+    commands = ninja_commands(build, spec["step"], False, kernel_object(spec, False))
+    key = hashlib.sha256("\n".join([spec["source"].read_text(), *commands, SHAPES[0],
+                                    SCHEDULES[0]]).encode()).hexdigest()
+    cache = ws / ".build" / "step_count.json"
+    known = json.loads(cache.read_text()) if cache.exists() else {}
+    if key not in known:
+        print(f"exercise: counting the masked path's runs in {spec['source'].relative_to(ROOT)} "
+              f"(once)", flush=True)
+        (ws / ".build" / "kernel_step_count.gcda").unlink(missing_ok=True)
+        exe = build_copy(spec, ws, build, commands, spec["source"], "step_count",
+                         " ".join(QUICK_SHAPE) + " " + COVERAGE)
+        cmd = [exe, "--backend", "cpu", "--schedule", SCHEDULES[0], *SHAPES[0].split()]
+        if not exe.startswith("/") or subprocess.run(
+                cmd + (["--rung", spec["rung"]] if "rung" in spec else []),
+                capture_output=True, timeout=600).returncode != 0:
+            raise Refusal(f"the step's own {spec['source'].relative_to(ROOT)} could not be counted "
+                          f"in {shown(build)}")
+        known[key] = line_runs(ws / ".build" / "kernel_step_count.o", spec["source"], line)
+        cache.write_text(json.dumps(known))
+    step = known[key]
+    if answer <= step:
+        return None
+    return (f"the result is right, but the kernel took the masked path more often than the "
+            f"step's: `{line.strip()}` ran {answer:,} times on the first case, the step's "
+            f"{step:,} (counted by gcov). {spec['count']['hint']}")
 
 
 def default_build():
@@ -411,8 +509,23 @@ def cmd_check(args):
     if exe and not exe.startswith("/"):
         print(f"FAIL: {exe}\n{reread}")
         return 1
+    # (the quick build of a [count] exercise has gcov's counters where the compiler is g++)
+    missing = gcov_missing(ninja_commands(build, spec["step"])[0]) if exe and "count" in spec \
+        else "no count"
+    if missing is None:
+        (ws / ".build" / "kernel_quick.gcda").unlink(missing_ok=True)  # gcov adds runs up
     if exe and failed(exe, SCHEDULES[0], SHAPES[0]):
         return 1
+    if exe and "count" in spec and missing is not None:
+        print(f"note: the masked path's runs are not counted: {missing}", flush=True)
+    why = missing is None and too_strict(spec, ws, build)
+    if why:
+        print(f"FAIL: {why}\n{reread}")
+        return 1
+    counted = ", its masked path counted" if missing is None else ""
+    if exe and args.first_case:  # the quick build has run it
+        print(f"PASS: {spec['name']} (the first case{counted})")
+        return 0
     exe = build_exercise(spec, ws, build, not args.no_build and not exe)
     if not exe.startswith("/"):
         print(f"FAIL: {exe}\n{reread}")
@@ -433,7 +546,7 @@ def cmd_check(args):
             return 1
     print(f"PASS: {spec['name']} (" + ("the first case" if args.first_case else
                                      f"{len(SHAPES)} shapes x schedules {', '.join(SCHEDULES)}")
-          + (", no bank conflicts" if "counters" in spec else "") + ")")
+          + (", no bank conflicts" if "counters" in spec else "") + counted + ")")
     return 0
 
 

@@ -99,6 +99,36 @@ class ExerciseTool(unittest.TestCase):
             self.assertIn("the result is right, but the layout has bank conflicts", r.stdout)
             self.assertIn("in ldmatrix (D=64)", r.stdout)
 
+    def test_an_answer_that_masks_every_tile_fails_on_its_count(self):
+        # step4_unmasked_tiles is about work left out: an answer that masks every tile computes
+        # the right result and must still fail on the masked path's count (gcov, g++ only), and
+        # a right answer of one's own passes it.
+        build = os.environ.get("ATTN_BUILD_DIR")
+        if not build or not (Path(build) / "bin" / "step4_tensorcore").exists():
+            self.skipTest("needs a build (ATTN_BUILD_DIR)")
+        spec = exercise.load("step4_unmasked_tiles")
+        missing = exercise.gcov_missing(exercise.ninja_commands(Path(build), spec["step"])[0])
+        if missing:
+            self.skipTest(missing)
+        with tempfile.TemporaryDirectory() as ws:
+            self.assertEqual(run("start", "step4_unmasked_tiles", "--dir", ws).returncode, 0)
+            kernel = Path(ws, "attention.cu")
+            right = exercise.filled(spec, kernel.read_text()) + "// my own notes\n"
+            strict = right.replace("min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);", "0;")
+            self.assertNotEqual(strict, right)
+            check = ("check", "step4_unmasked_tiles", "--dir", ws, "--build", build, "--no-build",
+                     "--first-case")
+            kernel.write_text(strict)
+            r = run(*check)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("the result is right, but the kernel took the masked path more often",
+                          r.stdout)
+            kernel.write_text(right)
+            r = run(*check)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("PASS: step4_unmasked_tiles (the first case, its masked path counted)",
+                          r.stdout)
+
     def test_bad_input_is_one_line_and_exit_2(self):
         with tempfile.TemporaryDirectory() as ws:
             empty = str(Path(ws) / "nothing")
