@@ -692,6 +692,8 @@ void block_begin(int nthreads, const uint32_t* live_lanes) {
 
 void block_end() {
   BlockState& b = t_block;
+  // Each warp's open instructions counted. The threads' positions are left as they are, unlike
+  // warp_synced's: nothing reads them before block_begin assigns them anew.
   for (int w = 0; w < int(b.warps.size()); ++w) flush(w);
   std::lock_guard lock(g_mutex);
   for (const auto& [site, counts] : b.sites) g_sites[site].add(counts);
