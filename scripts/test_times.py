@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 from markers import check, commit, machine, refuse, rewrite
 
@@ -74,7 +75,7 @@ def main():
         r = subprocess.run(["git", "clone", "-q", ROOT, clone], capture_output=True, text=True)
         if r.returncode != 0:
             refuse(f"test_times: git clone failed: {r.stderr.strip()}")
-        measured = commit(clone)
+        measured = f"{commit(clone)} on {time.strftime('%Y-%m-%d')}"
         proc = subprocess.Popen([os.path.join(clone, "scripts", "test.sh"), *args.args],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         parts = None
