@@ -49,6 +49,7 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
   const T zero = attn::from_float<T>(0.0f);
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
+  const int len_q = attn::query_length(p, b);
   for (int x = tid; x < Bc * D; x += kThreads) {  // keys past the end: zeros, never seen
     const bool in = j0 + x / D < p.seqlen_k;
     Ks[x] = in ? static_cast<const T*>(p.k)[(kv0 + j0) * D + x] : zero;
@@ -60,8 +61,10 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
       if (attn::tile_keys_end(p, b, i0, Br) <= j0) continue;  // no row of the tile sees a key
       const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
       __syncthreads();  // the tile before is done with Qs, dOs, Pz and dS
+      // Rows past the batch's query length are zeros: their pairs are masked, and the products
+      // multiply them by zero, which a caller's NaN there would survive.
       for (int x = tid; x < Br * D; x += kThreads) {
-        const bool in = i0 + x / D < p.seqlen_q;
+        const bool in = i0 + x / D < len_q;
         Qs[x] = in ? static_cast<const T*>(p.q)[row0 * D + x] : zero;
         dOs[x] = in ? static_cast<const T*>(p.dout)[row0 * D + x] : zero;
       }

@@ -56,6 +56,7 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
   float *dS = Pz + Br * Bc, *dK = dS + Br * Bc, *dV = dK + Bc * D;
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
+  const int len_q = attn::query_length(p, b);
   // Keys past the end: zeros, never seen.
   attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
   attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
@@ -65,8 +66,10 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
       if (attn::tile_keys_end(p, b, i0, Br) <= j0) continue;  // no row of the tile sees a key
       const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
       __syncthreads();  // the tile before is done with Qs, dOs, Pz and dS
-      attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, Br, p.seqlen_q - i0);
-      attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, Br, p.seqlen_q - i0);
+      // Rows past the batch's query length are zeros: their pairs are masked, and the products
+      // multiply them by zero, which a caller's NaN there would survive.
+      attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, Br, len_q - i0);
+      attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, Br, len_q - i0);
       __syncthreads();
       // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 8 rows, 16 columns of d at a
       // time: one ldmatrix.x4 of K (and of V) gives the A fragment, in the order a0a1 (keys

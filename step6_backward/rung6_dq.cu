@@ -55,6 +55,7 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
   T* dSs = dOs + Br * S;  // [Bc][kRowsS]
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
+  const int len_q = attn::query_length(p, b);
   // Keys past the end: zeros, never seen.
   attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
   attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
@@ -64,8 +65,10 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
       if (attn::tile_keys_end(p, b, i0, Br) <= j0) continue;  // no row of the tile sees a key
       const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
       __syncthreads();  // the tile before is done with Qs, dOs and dSs
-      attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, Br, p.seqlen_q - i0);
-      attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, Br, p.seqlen_q - i0);
+      // Rows past the batch's query length are zeros: their pairs are masked, and the products
+      // multiply them by zero, which a caller's NaN there would survive.
+      attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, Br, len_q - i0);
+      attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, Br, len_q - i0);
       __syncthreads();
       // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 16 rows, two accumulator tiles of
       // 8 rows each: the A fragments of K and V as in rung 4, and one ldmatrix.x4 of Q (and of

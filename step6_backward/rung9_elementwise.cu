@@ -104,12 +104,14 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   const int len_q = attn::query_length(p, b);
   int i_first = 0;
   while (i_first < len_q && attn::tile_keys_end(p, b, i_first, Br) <= j0) i_first += Br;
+  // Rows past the batch's query length are zeros: their pairs are masked, and the products
+  // multiply them by zero, which a caller's NaN there would survive.
   auto load_tile = [&](int h, int i0, int stage) {  // head h's rows i0.. into buffer `stage`
     const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
     load_rows_async<D, Br>(Qbuf + stage * Br * S, S, static_cast<const T*>(p.q) + row0 * D,
-                           p.seqlen_q - i0);
+                           len_q - i0);
     load_rows_async<D, Br>(dObuf + stage * Br * S, S, static_cast<const T*>(p.dout) + row0 * D,
-                           p.seqlen_q - i0);
+                           len_q - i0);
   };
   // K and V (keys past the end: zeros, never seen) in one group with the first query tile.
   load_rows_async<D, Bc>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, p.seqlen_k - j0);

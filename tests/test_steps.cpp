@@ -535,6 +535,65 @@ TEST_CASE("step 6 on the caller's arrays in place (the path CUDA arrays take), C
   CHECK_THROWS_AS(attn::run_step(step, o), std::logic_error);
 }
 
+// Every rung, like the step above, reads nothing of a batch's padding rows (past its query
+// length): NaN in Q and dO there, handed in place and unchecked, changes no gradient. dK and dV
+// are the same bits; dQ too from rung deterministic on, and before it (added up by atomics, in
+// the order the blocks run) it must stay finite.
+TEST_CASE("step 6's rungs: NaN in the padding rows past a batch's query length changes nothing",
+          "[steps][in_place]") {
+  const attn::StepInfo& step6 = step_named("step6_backward");
+  attn::Options o;
+  o.problem = attn_test::make(2, 4, 2, 70, 90, 64, attn::DType::fp16, true, {90, 33}, 0.0f);
+  o.problem.seqlens_q = {70, 41};
+  const attn::Problem& p = o.problem;
+  o.backend = "cpu";
+  o.iters = 0;
+  o.warmup = 0;
+  const attn::HostInputs in = attn::make_inputs(p);
+  const std::vector<attn::Bits16> dout = attn::make_dout(p);
+  attn::BackwardInputs given = attn::backward_inputs(
+      p, dout, attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, p.dtype)));
+  std::vector<attn::Bits16> q_pad = in.q, dout_pad = dout;
+  for (int h = 0; h < p.heads; ++h)
+    for (int i = 41; i < p.seqlen_q; ++i)
+      for (int c = 0; c < p.dim; ++c) {
+        const size_t x =
+            (size_t(p.heads + h) * size_t(p.seqlen_q) + size_t(i)) * size_t(p.dim) + size_t(c);
+        q_pad[x] = dout_pad[x] = attn::to_bits(NAN, p.dtype);
+      }
+  bool deterministic = false;
+  for (const auto& rung : step6.rungs) {
+    deterministic = deterministic || rung.name == "deterministic";
+    const attn::StepInfo step = attn_test::as_rung(step6, rung.name);
+    o.check = false;
+    o.inputs = &in;
+    o.backward_inputs = &given;
+    o.keep_outputs = true;
+    o.device_arrays = nullptr;
+    const attn::RunOutcome copied = attn::run_step(step, o);
+    INFO("rung " << rung.name << ": " << copied.message);
+    REQUIRE(copied.exit_code == 0);
+    std::vector<attn::Bits16> dq(p.q_elements()), dk(p.kv_elements()), dv(p.kv_elements());
+    attn::Options::DeviceArrays arrays{q_pad.data(), in.k.data(), in.v.data(), given.o.data(),
+                                       given.lse.data()};
+    arrays.dout = dout_pad.data(), arrays.dq = dq.data(), arrays.dk = dk.data();
+    arrays.dv = dv.data();
+    o.inputs = nullptr;
+    o.backward_inputs = nullptr;
+    o.keep_outputs = false;
+    o.device_arrays = &arrays;
+    REQUIRE(attn::run_step(step, o).exit_code == 0);
+    CHECK(dk == copied.grads.dk);
+    CHECK(dv == copied.grads.dv);
+    if (deterministic)
+      CHECK(dq == copied.grads.dq);
+    else
+      CHECK(std::all_of(dq.begin(), dq.end(), [&](attn::Bits16 v) {
+        return std::isfinite(attn::from_bits(v, p.dtype));
+      }));
+  }
+}
+
 TEST_CASE("the shorter problems reach step 6's tiles", "[steps]") {
   // What run_matrix leaves out for the backward, its shorter problems reach: three query tiles
   // and three key tiles (a block neither first nor last) of each tiled kernel of the step, in some
