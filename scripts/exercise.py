@@ -50,10 +50,13 @@ WORK = ROOT / "exercises-work"
 # Shapes every exercise is checked on (each under every schedule below). Small enough for the CPU
 # backend to run in seconds, and covering what the kernels' lessons are about: partial tiles,
 # Sq != Sk, causal (bottom-right), GQA, several tiles per row (the ring of step 5 laps twice),
-# per-batch key lengths with a batch that sees one key, bf16 and dropout.
-# The first is fp16 at head dim 64: a check runs it first from a build of that alone (QUICK_SHAPE).
+# per-batch query lengths (a batch whose rows end inside a tile), per-batch key lengths with a
+# batch that sees one key, bf16 and dropout. The first is fp16 at head dim 64, without dropout (so
+# that step 6 takes its unmasked tiles): a check runs it first from a build of that alone
+# (QUICK_SHAPE).
 SHAPES = [
-    "--batch 2 --heads 2 --heads-kv 1 --seqlen-q 70 --seqlen-k 450 --dim 64 --causal",
+    "--batch 2 --heads 2 --heads-kv 1 --seqlen-q 70 --seqlen-k 450 --dim 64 --causal "
+    "--seqlens-q 70,41",
     "--batch 2 --heads 2 --seq 200 --dim 128 --dtype bf16 --seqlens-k 200,1 --dropout 0.1",
 ]
 SCHEDULES = ["forward", "greedy"]
@@ -85,8 +88,13 @@ def load(name):
         blank["lines"] = blank["lines"].rstrip("\n").split("\n")
         blank["hint"] = blank["hint"].strip().split("\n")
     if "count" in spec:
-        spec["count"]["line"] = spec["count"]["line"].strip("\n")
-        spec["count"]["hint"] = " ".join(spec["count"]["hint"].split())
+        count = spec["count"]
+        if not (isinstance(count, dict) and isinstance(count.get("line"), str)
+                and isinstance(count.get("hint"), str) and count["line"].strip()):
+            raise Refusal(f"exercise {name}: its [count] table needs a `line` (the kernel line "
+                          f"only the masked path runs) and a `hint` (exercises/{name}.toml)")
+        count["line"] = count["line"].strip("\n")
+        count["hint"] = " ".join(count["hint"].split())
     return spec
 
 
@@ -276,17 +284,31 @@ def gcov_missing(compile_cmd):
         return f"the build's compiler {compiler} cannot be run ({e.strerror})"
     if r.returncode != 0 or "clang" in r.stdout.lower():
         return "gcov's counts need g++, and this build compiles with " + Path(compiler).name
-    if shutil.which("gcov") is None:
+    if gcov_for(compile_cmd) is None:
         return "gcov (it comes with g++) is not on the PATH"
     return None
 
 
-def line_runs(obj, kernel, line):
+def gcov_for(compile_cmd):
+    """The gcov of the build's g++ (g++-13's is gcov-13; it reads only its own compiler's
+    counters), else the PATH's gcov, or None."""
+    words = shlex.split(compile_cmd)
+    compiler = words[1] if Path(words[0]).name in ("ccache", "sccache") and len(words) > 1 \
+        else words[0]
+    real = Path(shutil.which(compiler) or compiler).resolve()
+    for name in (real.name.replace("g++", "gcov").replace("c++", "gcov"), "gcov"):
+        found = shutil.which(name, path=f"{real.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        if "gcov" in name and found:
+            return found
+    return None
+
+
+def line_runs(gcov, obj, kernel, line):
     """How often the run of ws/.build's `obj` (compiled with COVERAGE) ran the line of `kernel`
     whose text is `line`: gcov's count, summed over the functions that hold it."""
     text = kernel.read_text().split("\n")
     numbers = {i + 1 for i, each in enumerate(text) if each == line}
-    r = run(["gcov", "--json-format", "--stdout", obj.name], cwd=obj.parent)
+    r = run([gcov, "--json-format", "--stdout", obj.name], cwd=obj.parent)
     if r.returncode != 0:
         raise Refusal(f"gcov could not read {obj}: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
     return sum(x["count"] for each in json.loads(r.stdout).get("files", [])
@@ -433,28 +455,39 @@ def too_strict(spec, ws, build):
     line = spec["count"]["line"]
     kernel = ws / "attention.cu"
     if kernel.read_text().split("\n").count(line) != 1:
-        print(f"note: the masked path's runs are not counted: the line `{line.strip()}` is not in "
-              f"{shown(kernel)} exactly once", flush=True)
-        return None
-    answer = line_runs(ws / ".build" / "kernel_quick.o", kernel, line)
+        return (f"the check counts how often the line `{line.strip()}` runs, and it is not in "
+                f"{shown(kernel)} exactly once: put it back as the step has it")
     commands = ninja_commands(build, spec["step"], False, kernel_object(spec, False))
-    key = hashlib.sha256("\n".join([spec["source"].read_text(), *commands, SHAPES[0],
-                                    SCHEDULES[0]]).encode()).hexdigest()
+    gcov = gcov_for(commands[0])
+    answer = line_runs(gcov, ws / ".build" / "kernel_quick.o", kernel, line)
+    # What the step's count depends on: its kernel and every header (common/), the build's
+    # commands and flags, the line and the case.
+    headers = sorted((ROOT / "common").rglob("*.h"))
+    key = hashlib.sha256("\n".join([spec["source"].read_text(), *commands, line, COVERAGE,
+                                    *QUICK_SHAPE, SHAPES[0], SCHEDULES[0]]
+                                   + [h.read_text() for h in headers]).encode()).hexdigest()
     cache = ws / ".build" / "step_count.json"
-    known = json.loads(cache.read_text()) if cache.exists() else {}
-    if key not in known:
+    try:
+        known = json.loads(cache.read_text()) if cache.exists() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        known = {}  # an interrupted write: counted again
+    if not isinstance(known.get(key), int):
         print(f"exercise: counting the masked path's runs in {spec['source'].relative_to(ROOT)} "
               f"(once)", flush=True)
         (ws / ".build" / "kernel_step_count.gcda").unlink(missing_ok=True)
         exe = build_copy(spec, ws, build, commands, spec["source"], "step_count",
                          " ".join(QUICK_SHAPE) + " " + COVERAGE)
         cmd = [exe, "--backend", "cpu", "--schedule", SCHEDULES[0], *SHAPES[0].split()]
-        if not exe.startswith("/") or subprocess.run(
-                cmd + (["--rung", spec["rung"]] if "rung" in spec else []),
-                capture_output=True, timeout=600).returncode != 0:
+        cmd += ["--rung", spec["rung"]] if "rung" in spec else []
+        try:
+            ok = exe.startswith("/") and subprocess.run(cmd, capture_output=True,
+                                                        timeout=600).returncode == 0
+        except subprocess.TimeoutExpired:
+            ok = False
+        if not ok:
             raise Refusal(f"the step's own {spec['source'].relative_to(ROOT)} could not be counted "
                           f"in {shown(build)}")
-        known[key] = line_runs(ws / ".build" / "kernel_step_count.o", spec["source"], line)
+        known = {key: line_runs(gcov, ws / ".build" / "kernel_step_count.o", spec["source"], line)}
         cache.write_text(json.dumps(known))
     step = known[key]
     if answer <= step:

@@ -89,10 +89,10 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* Pz, const float
   if (j >= p.seqlen_k || c >= p.dim) return;
 
   const int group = p.heads / p.heads_kv;
+  float dk = 0.0f, dv = 0.0f;
   // The batch's rows alone: those past its query length are padding, whose Q and dO are never
   // read (P * Z and dS are zero there, but a caller's NaN would survive the products).
   const int len_q = attn::query_length(p, b);
-  float dk = 0.0f, dv = 0.0f;
   for (int h = hk * group; h < (hk + 1) * group; ++h) {
     const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q;
     for (int i = 0; i < len_q; ++i) {

@@ -128,6 +128,24 @@ class ExerciseTool(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("PASS: step4_unmasked_tiles (the first case, its masked path counted)",
                           r.stdout)
+            kernel.write_text(right.replace(line := spec["count"]["line"], line + " "))
+            r = run(*check)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("is not in", r.stdout)
+        # step6_tile_pairs counts the warp tiles its two kernels mask: dq_kernel's answer that
+        # calls no tile all visible fails too.
+        with tempfile.TemporaryDirectory() as ws:
+            self.assertEqual(run("start", "step6_tile_pairs", "--dir", ws).returncode, 0)
+            kernel = Path(ws, "attention.cu")
+            right = exercise.filled(exercise.load("step6_tile_pairs"), kernel.read_text())
+            strict = right.replace("? attn::row_keys_end(p, b, w0) : 0;", "? 0 : 0;")
+            self.assertNotEqual(strict, right)
+            kernel.write_text(strict)
+            r = run("check", "step6_tile_pairs", "--dir", ws, "--build", build, "--no-build",
+                    "--first-case")
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("the result is right, but the kernel took the masked path more often",
+                          r.stdout)
 
     def test_bad_input_is_one_line_and_exit_2(self):
         with tempfile.TemporaryDirectory() as ws:

@@ -535,8 +535,8 @@ TEST_CASE("step 6 on the caller's arrays in place (the path CUDA arrays take), C
   CHECK_THROWS_AS(attn::run_step(step, o), std::logic_error);
 }
 
-// Every rung, like the step above, reads nothing of a batch's padding rows (past its query
-// length): NaN in Q and dO there, handed in place and unchecked, changes no gradient. dK and dV
+// Every rung, like the step above, lets nothing of a batch's padding rows (past its query length)
+// reach a gradient: NaN in Q and dO there, handed in place and unchecked, changes none. dK and dV
 // are the same bits; dQ too from rung deterministic on, and before it (added up by atomics, in
 // the order the blocks run) it must stay finite.
 TEST_CASE("step 6's rungs: NaN in the padding rows past a batch's query length changes nothing",
