@@ -23,10 +23,11 @@ import sys
 import tempfile
 import time
 
-from markers import check, machine, refuse, rewrite
+from markers import check, commit, machine, refuse, rewrite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STEPS = ["step1_naive", "step2_tiled", "step3_fused", "step4_tensorcore", "step5_warpspecialized"]
+STEPS = ["step1_naive", "step2_tiled", "step3_fused", "step4_tensorcore", "step5_warpspecialized",
+         "step6_backward"]
 FORMER = "80;89;90a"  # the default until the Turing and Blackwell consumer cards were added
 
 
@@ -106,9 +107,9 @@ def main():
 
     base = rows[0]
     lines = [
-        f"Measured by `scripts/arch_cost.py --doc {args.doc or 'docs/gpus.md'}` on {machine()} "
-        f"(nvcc {nvcc_version()}): the steps' GPU objects alone, compiled from scratch; do not "
-        "edit by hand.", "",
+        f"Measured by `scripts/arch_cost.py --doc {args.doc or 'docs/gpus.md'}` ({commit(ROOT)} "
+        f"on {time.strftime('%Y-%m-%d')}, on {machine()}, nvcc {nvcc_version()}): the steps' GPU "
+        "objects alone, compiled from scratch; do not edit by hand.", "",
         "| CMAKE_CUDA_ARCHITECTURES | wall (s) | compiler CPU (s) | "
         + " | ".join(f"{s} (s)" for s in STEPS) + " | wall vs the first |",
         "| --- | ---: | ---: | " + " | ".join("---:" for _ in STEPS) + " | ---: |"]
