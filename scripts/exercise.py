@@ -32,6 +32,7 @@ import argparse
 import csv
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -507,6 +508,8 @@ def default_build():
 
 
 def cmd_check(args):
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise Refusal(f"--timeout {args.timeout:g}: give a finite number of seconds above 0")
     spec = load(args.name)
     ws = workspace(spec, args.dir).resolve()
     if not (ws / "attention.cu").exists():
@@ -528,7 +531,14 @@ def cmd_check(args):
             cmd += ["--rung", spec["rung"]]
         if "counters" in spec:
             cmd += ["--counters", "--csv", str(counts), "--quiet"]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            print(f"FAIL: {' '.join(shlex.quote(c) for c in cmd[1:])}")
+            print(f"  did not finish in {args.timeout:g} s: a loop that never ends? (--timeout "
+                  f"sets the limit)")
+            print(reread)
+            return True
         said = (r.stdout + r.stderr).strip().splitlines()
         if r.returncode != 0:
             print(f"FAIL: {' '.join(shlex.quote(c) for c in cmd[1:])}")
@@ -603,6 +613,8 @@ def main():
                            help="do not (re)build the step first (it must be built)")
             p.add_argument("--first-case", action="store_true",
                            help="check the first case alone (its first shape and schedule)")
+            p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                           help="how long one case may run before it fails (default 600)")
     try:
         args = parser.parse_args()
         return {"list": cmd_list, "start": cmd_start, "check": cmd_check,

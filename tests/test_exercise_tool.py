@@ -147,10 +147,26 @@ class ExerciseTool(unittest.TestCase):
             self.assertIn("the result is right, but the kernel took the masked path more often",
                           r.stdout)
 
+    def test_a_case_past_its_timeout_fails_in_one_message(self):
+        # An answer whose loop never ends fails when its case runs out of time (--timeout), with
+        # the case and a hint, not a traceback; a step's own binary given no time at all shows it.
+        build = os.environ.get("ATTN_BUILD_DIR")
+        if not build or not (Path(build) / "bin" / "step1_naive").exists():
+            self.skipTest("needs a build (ATTN_BUILD_DIR)")
+        with tempfile.TemporaryDirectory() as ws:
+            self.assertEqual(run("start", "step1_row_softmax", "--dir", ws).returncode, 0)
+            self.assertEqual(run("solve", "step1_row_softmax", "--dir", ws).returncode, 0)
+            r = run("check", "step1_row_softmax", "--dir", ws, "--build", build, "--no-build",
+                    "--first-case", "--timeout", "0.001")
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("did not finish in 0.001 s", r.stdout)
+            self.assertNotIn("Traceback", r.stdout + r.stderr)
+
     def test_bad_input_is_one_line_and_exit_2(self):
         with tempfile.TemporaryDirectory() as ws:
             empty = str(Path(ws) / "nothing")
             for args in (["start", "no_such_exercise"], ["check", "step3_epilogue", "--dir", empty],
+                         ["check", "step3_epilogue", "--timeout", "0"],
                          ["bogus"], [], ["start", "../etc/passwd"]):
                 r = run(*args)
                 self.assertEqual(r.returncode, 2, args)
