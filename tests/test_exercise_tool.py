@@ -17,6 +17,25 @@ def run(*args):
 
 
 class ExerciseTool(unittest.TestCase):
+    def build(self, binary="step1_naive", why="needs a build (ATTN_BUILD_DIR)"):
+        """The build the checks reuse (ATTN_BUILD_DIR); the test is skipped without bin/BINARY."""
+        build = os.environ.get("ATTN_BUILD_DIR")
+        if not build or not (Path(build) / "bin" / binary).exists():
+            self.skipTest(why)
+        return build
+
+    def answer(self, ws, name, edit=None):
+        """Exercise NAME started in ws and answered with its step's own lines, changed by `edit`
+        (which must change them): the kernel file."""
+        self.assertEqual(run("start", name, "--dir", ws).returncode, 0)
+        kernel = Path(ws, "attention.cu")
+        text = exercise.filled(exercise.load(name), kernel.read_text())
+        if edit:
+            self.assertNotEqual(edit(text), text, "the edit changes nothing")
+            text = edit(text)
+        kernel.write_text(text)
+        return kernel
+
     def test_at_least_twelve_exercises_over_steps_1_to_6(self):
         rows = run("list").stdout.splitlines()
         self.assertGreaterEqual(len(rows), 12)
@@ -64,13 +83,9 @@ class ExerciseTool(unittest.TestCase):
         # A solved exercise is the step's own file, and check runs the step's binary for it
         # (exercise_test.py's "solved" tests); one with any other text is compiled and linked with
         # the step's own commands, and a right one passes.
-        build = os.environ.get("ATTN_BUILD_DIR")
-        if not build or not (Path(build) / "bin" / "step1_naive").exists():
-            self.skipTest("needs a build (ATTN_BUILD_DIR)")
+        build = self.build()
         with tempfile.TemporaryDirectory() as ws:
-            self.assertEqual(run("start", "step1_row_softmax", "--dir", ws).returncode, 0)
-            self.assertEqual(run("solve", "step1_row_softmax", "--dir", ws).returncode, 0)
-            kernel = Path(ws, "attention.cu")
+            kernel = self.answer(ws, "step1_row_softmax")
             r = run("check", "step1_row_softmax", "--dir", ws, "--build", build, "--no-build")
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("step1_naive/attention.cu itself", r.stdout)
@@ -80,87 +95,56 @@ class ExerciseTool(unittest.TestCase):
             self.assertNotIn("itself", r.stdout)
             self.assertIn("PASS: step1_row_softmax", r.stdout)
             self.assertTrue(Path(ws, ".build", "step1_naive").exists())
+            # A case past its time (a loop that never ends; here no time at all) fails in one
+            # message with the case, not a traceback.
+            r = run("check", "step1_row_softmax", "--dir", ws, "--build", build, "--no-build",
+                    "--first-case", "--timeout", "0.001")
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("did not finish in 0.001 s", r.stdout)
+            self.assertNotIn("Traceback", r.stdout + r.stderr)
 
     def test_an_unswizzled_answer_fails_on_its_bank_conflicts(self):
         # step4_swizzle is checked on counts: a layout without the swizzle computes the right
         # result (writer and reader agree) and must still fail, naming the conflicts.
-        build = os.environ.get("ATTN_BUILD_DIR")
-        if not build or not (Path(build) / "bin" / "counted" / "step4_tensorcore").exists():
-            self.skipTest("needs a build with counted copies (ATTN_BUILD_DIR, g++)")
+        build = self.build("counted/step4_tensorcore",
+                           "needs a build with counted copies (ATTN_BUILD_DIR, g++)")
         with tempfile.TemporaryDirectory() as ws:
-            self.assertEqual(run("start", "step4_swizzle", "--dir", ws).returncode, 0)
-            kernel = Path(ws, "attention.cu")
-            text = exercise.filled(exercise.load("step4_swizzle"), kernel.read_text())
-            plain = text.replace("(((d % 64) / 8) ^ (r % 8)) * 8 + d % 8", "d % 64")
-            self.assertNotEqual(plain, text)
-            kernel.write_text(plain)
+            self.answer(ws, "step4_swizzle", lambda text: text.replace(
+                "(((d % 64) / 8) ^ (r % 8)) * 8 + d % 8", "d % 64"))
             r = run("check", "step4_swizzle", "--dir", ws, "--build", build, "--no-build")
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn("the result is right, but the layout has bank conflicts", r.stdout)
             self.assertIn("in ldmatrix (D=64)", r.stdout)
 
     def test_an_answer_that_masks_every_tile_fails_on_its_count(self):
-        # step4_unmasked_tiles is about work left out: an answer that masks every tile computes
-        # the right result and must still fail on the masked path's count (gcov, g++ only), and
-        # a right answer of one's own passes it.
-        build = os.environ.get("ATTN_BUILD_DIR")
-        if not build or not (Path(build) / "bin" / "step4_tensorcore").exists():
-            self.skipTest("needs a build (ATTN_BUILD_DIR)")
-        spec = exercise.load("step4_unmasked_tiles")
-        missing = exercise.gcov_missing(exercise.ninja_commands(Path(build), spec["step"])[0])
+        # step4_unmasked_tiles and step6_tile_pairs are about work left out: an answer that masks
+        # every tile computes the right result and must still fail on the masked path's count
+        # (gcov, g++ only); a right answer of one's own passes it, and one without the counted
+        # line fails.
+        build = self.build("step4_tensorcore")
+        missing = exercise.gcov_missing(exercise.ninja_commands(Path(build), "step4_tensorcore")[0])
         if missing:
             self.skipTest(missing)
-        with tempfile.TemporaryDirectory() as ws:
-            self.assertEqual(run("start", "step4_unmasked_tiles", "--dir", ws).returncode, 0)
-            kernel = Path(ws, "attention.cu")
-            right = exercise.filled(spec, kernel.read_text()) + "// my own notes\n"
-            strict = right.replace("min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);", "0;")
-            self.assertNotEqual(strict, right)
-            check = ("check", "step4_unmasked_tiles", "--dir", ws, "--build", build, "--no-build",
-                     "--first-case")
-            kernel.write_text(strict)
-            r = run(*check)
-            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertIn("the result is right, but the kernel took the masked path more often",
-                          r.stdout)
-            kernel.write_text(right)
-            r = run(*check)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertIn("PASS: step4_unmasked_tiles (the first case, its masked path counted)",
-                          r.stdout)
-            kernel.write_text(right.replace(line := spec["count"]["line"], line + " "))
-            r = run(*check)
-            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertIn("is not in", r.stdout)
-        # step6_tile_pairs counts the warp tiles its two kernels mask: dq_kernel's answer that
-        # calls no tile all visible fails too.
-        with tempfile.TemporaryDirectory() as ws:
-            self.assertEqual(run("start", "step6_tile_pairs", "--dir", ws).returncode, 0)
-            kernel = Path(ws, "attention.cu")
-            right = exercise.filled(exercise.load("step6_tile_pairs"), kernel.read_text())
-            strict = right.replace("? attn::row_keys_end(p, b, w0) : 0;", "? 0 : 0;")
-            self.assertNotEqual(strict, right)
-            kernel.write_text(strict)
-            r = run("check", "step6_tile_pairs", "--dir", ws, "--build", build, "--no-build",
-                    "--first-case")
-            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertIn("the result is right, but the kernel took the masked path more often",
-                          r.stdout)
-
-    def test_a_case_past_its_timeout_fails_in_one_message(self):
-        # An answer whose loop never ends fails when its case runs out of time (--timeout), with
-        # the case and a hint, not a traceback; a step's own binary given no time at all shows it.
-        build = os.environ.get("ATTN_BUILD_DIR")
-        if not build or not (Path(build) / "bin" / "step1_naive").exists():
-            self.skipTest("needs a build (ATTN_BUILD_DIR)")
-        with tempfile.TemporaryDirectory() as ws:
-            self.assertEqual(run("start", "step1_row_softmax", "--dir", ws).returncode, 0)
-            self.assertEqual(run("solve", "step1_row_softmax", "--dir", ws).returncode, 0)
-            r = run("check", "step1_row_softmax", "--dir", ws, "--build", build, "--no-build",
-                    "--first-case", "--timeout", "0.001")
-            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertIn("did not finish in 0.001 s", r.stdout)
-            self.assertNotIn("Traceback", r.stdout + r.stderr)
+        strict = "the result is right, but the kernel took the masked path more often"
+        line = exercise.load("step4_unmasked_tiles")["count"]["line"]
+        cases = {"step4_unmasked_tiles": [
+                     ("min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);", "0;", 1, strict),
+                     ("\n}\n", "\n}\n// my own notes\n", 0,  # right, and not the step's file
+                      "PASS: step4_unmasked_tiles (the first case, its masked path counted)"),
+                     (line, line + " ", 1, "is not in")],
+                 "step6_tile_pairs": [
+                     ("? attn::row_keys_end(p, b, w0) : 0;", "? 0 : 0;", 1, strict)]}
+        for name, edits in cases.items():
+            with tempfile.TemporaryDirectory() as ws:  # the step's count made once in it
+                kernel = self.answer(ws, name)
+                right = kernel.read_text()
+                for old, new, code, said in edits:
+                    self.assertIn(old, right)
+                    kernel.write_text(right.replace(old, new, 1))
+                    r = run("check", name, "--dir", ws, "--build", build, "--no-build",
+                            "--first-case")
+                    self.assertEqual(r.returncode, code, r.stdout + r.stderr)
+                    self.assertIn(said, r.stdout)
 
     def test_bad_input_is_one_line_and_exit_2(self):
         with tempfile.TemporaryDirectory() as ws:
