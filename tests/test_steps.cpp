@@ -451,6 +451,38 @@ TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq
   CHECK(differ > 0);
 }
 
+namespace {
+// Step 6's problem for the caller's arrays in place: two batches, GQA, causal, the second with 33
+// of 90 keys and 41 of 70 query rows; its inputs, dO and the forward's O and LSE (the FP64 one's),
+// and Q and dO with NaN in that batch's padding rows (past its query length).
+struct InPlaceBackward {
+  attn::Options o;
+  attn::HostInputs in;
+  std::vector<attn::Bits16> dout, q_pad, dout_pad;
+  attn::BackwardInputs given;
+  InPlaceBackward(attn::DType dtype, float dropout) {
+    o.problem = attn_test::make(2, 4, 2, 70, 90, 64, dtype, true, {90, 33}, dropout);
+    o.problem.seqlens_q = {70, 41};
+    const attn::Problem& p = o.problem;
+    o.backend = "cpu";
+    o.iters = 0;
+    o.warmup = 0;
+    in = attn::make_inputs(p);
+    dout = attn::make_dout(p);
+    given = attn::backward_inputs(
+        p, dout, attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, p.dtype)));
+    q_pad = in.q, dout_pad = dout;
+    for (int h = 0; h < p.heads; ++h)
+      for (int i = 41; i < p.seqlen_q; ++i)
+        for (int c = 0; c < p.dim; ++c) {
+          const size_t x =
+              (size_t(p.heads + h) * size_t(p.seqlen_q) + size_t(i)) * size_t(p.dim) + size_t(c);
+          q_pad[x] = dout_pad[x] = attn::to_bits(NAN, p.dtype);
+        }
+  }
+};
+}  // namespace
+
 // The path a PyTorch CUDA tensor takes (Options::device_arrays), on the CPU backend, whose device
 // memory is host memory: step 6 reads Q, K, V, O, LSE and dO and writes dQ, dK and dV where the
 // caller holds them, the same bits as with the harness's own copies; unchecked it touches nothing
@@ -458,17 +490,12 @@ TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq
 TEST_CASE("step 6 on the caller's arrays in place (the path CUDA arrays take), CPU backend",
           "[steps][in_place]") {
   const attn::StepInfo& step = step_named("step6_backward");
-  attn::Options o;
-  o.problem = attn_test::make(2, 4, 2, 70, 90, 64, attn::DType::bf16, true, {90, 33}, 0.1f);
-  o.problem.seqlens_q = {70, 41};
+  InPlaceBackward t(attn::DType::bf16, 0.1f);
+  attn::Options& o = t.o;
   const attn::Problem& p = o.problem;
-  o.backend = "cpu";
-  o.iters = 0;
-  o.warmup = 0;
-  const attn::HostInputs in = attn::make_inputs(p);
-  const std::vector<attn::Bits16> dout = attn::make_dout(p);
-  attn::BackwardInputs given = attn::backward_inputs(
-      p, dout, attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, p.dtype)));
+  const attn::HostInputs& in = t.in;
+  const std::vector<attn::Bits16>& dout = t.dout;
+  attn::BackwardInputs& given = t.given;
   // The usual way: the harness's copies, the gradients kept.
   o.inputs = &in;
   o.backward_inputs = &given;
@@ -503,15 +530,7 @@ TEST_CASE("step 6 on the caller's arrays in place (the path CUDA arrays take), C
   // Unchecked, the values are not looked at: NaN in the rows past a batch's query length (its
   // padding, which nothing reads as a row) changes nothing.
   o.check = false;
-  std::vector<attn::Bits16> q_pad = in.q, dout_pad = dout;
-  for (int h = 0; h < p.heads; ++h)
-    for (int i = 41; i < p.seqlen_q; ++i)
-      for (int c = 0; c < p.dim; ++c) {
-        const size_t x =
-            (size_t(p.heads + h) * size_t(p.seqlen_q) + size_t(i)) * size_t(p.dim) + size_t(c);
-        q_pad[x] = dout_pad[x] = attn::to_bits(NAN, p.dtype);
-      }
-  arrays.q = q_pad.data(), arrays.dout = dout_pad.data();
+  arrays.q = t.q_pad.data(), arrays.dout = t.dout_pad.data();
   REQUIRE(attn::run_step(step, o).exit_code == 0);
   CHECK(dq == copied.grads.dq);
   CHECK(dk == copied.grads.dk);
@@ -542,41 +561,25 @@ TEST_CASE("step 6 on the caller's arrays in place (the path CUDA arrays take), C
 TEST_CASE("step 6's rungs: NaN in the padding rows past a batch's query length changes nothing",
           "[steps][in_place]") {
   const attn::StepInfo& step6 = step_named("step6_backward");
-  attn::Options o;
-  o.problem = attn_test::make(2, 4, 2, 70, 90, 64, attn::DType::fp16, true, {90, 33}, 0.0f);
-  o.problem.seqlens_q = {70, 41};
+  InPlaceBackward t(attn::DType::fp16, 0.0f);  // no dropout: the rungs' unmasked tiles run
+  attn::Options& o = t.o;
   const attn::Problem& p = o.problem;
-  o.backend = "cpu";
-  o.iters = 0;
-  o.warmup = 0;
-  const attn::HostInputs in = attn::make_inputs(p);
-  const std::vector<attn::Bits16> dout = attn::make_dout(p);
-  attn::BackwardInputs given = attn::backward_inputs(
-      p, dout, attn::reference_backward(p, attn::widen(p, in), attn::widen(dout, p.dtype)));
-  std::vector<attn::Bits16> q_pad = in.q, dout_pad = dout;
-  for (int h = 0; h < p.heads; ++h)
-    for (int i = 41; i < p.seqlen_q; ++i)
-      for (int c = 0; c < p.dim; ++c) {
-        const size_t x =
-            (size_t(p.heads + h) * size_t(p.seqlen_q) + size_t(i)) * size_t(p.dim) + size_t(c);
-        q_pad[x] = dout_pad[x] = attn::to_bits(NAN, p.dtype);
-      }
   bool deterministic = false;
   for (const auto& rung : step6.rungs) {
     deterministic = deterministic || rung.name == "deterministic";
     const attn::StepInfo step = attn_test::as_rung(step6, rung.name);
     o.check = false;
-    o.inputs = &in;
-    o.backward_inputs = &given;
+    o.inputs = &t.in;
+    o.backward_inputs = &t.given;
     o.keep_outputs = true;
     o.device_arrays = nullptr;
     const attn::RunOutcome copied = attn::run_step(step, o);
     INFO("rung " << rung.name << ": " << copied.message);
     REQUIRE(copied.exit_code == 0);
     std::vector<attn::Bits16> dq(p.q_elements()), dk(p.kv_elements()), dv(p.kv_elements());
-    attn::Options::DeviceArrays arrays{q_pad.data(), in.k.data(), in.v.data(), given.o.data(),
-                                       given.lse.data()};
-    arrays.dout = dout_pad.data(), arrays.dq = dq.data(), arrays.dk = dk.data();
+    attn::Options::DeviceArrays arrays{t.q_pad.data(), t.in.k.data(), t.in.v.data(),
+                                       t.given.o.data(), t.given.lse.data()};
+    arrays.dout = t.dout_pad.data(), arrays.dq = dq.data(), arrays.dk = dk.data();
     arrays.dv = dv.data();
     o.inputs = nullptr;
     o.backward_inputs = nullptr;
