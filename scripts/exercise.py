@@ -274,11 +274,15 @@ QUICK_SHAPE = ("-DATTN_ONLY_FP16=1", "-DATTN_ONLY_HEAD_DIM=64")
 COVERAGE = "--coverage -fprofile-update=atomic"
 
 
+def compiler_of(compile_cmd):
+    """The compiler a compile command runs (after a launcher such as ccache)."""
+    words = shlex.split(compile_cmd)
+    return words[1] if Path(words[0]).name in ("ccache", "sccache") and len(words) > 1 else words[0]
+
+
 def gcov_missing(compile_cmd):
     """Why the masked path's runs cannot be counted with this build's compiler, or None."""
-    words = shlex.split(compile_cmd)
-    launcher = Path(words[0]).name in ("ccache", "sccache") and len(words) > 1
-    compiler = words[1] if launcher else words[0]
+    compiler = compiler_of(compile_cmd)
     try:
         r = run([compiler, "--version"])
     except OSError as e:
@@ -293,9 +297,7 @@ def gcov_missing(compile_cmd):
 def gcov_for(compile_cmd):
     """The gcov of the build's g++ (g++-13's is gcov-13; it reads only its own compiler's
     counters), else the PATH's gcov, or None."""
-    words = shlex.split(compile_cmd)
-    compiler = words[1] if Path(words[0]).name in ("ccache", "sccache") and len(words) > 1 \
-        else words[0]
+    compiler = compiler_of(compile_cmd)
     real = Path(shutil.which(compiler) or compiler).resolve()
     for name in (real.name.replace("g++", "gcov").replace("c++", "gcov"), "gcov"):
         found = shutil.which(name, path=f"{real.parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -449,6 +451,12 @@ def conflicts(csv_path):
     return found
 
 
+def case(spec, exe, schedule, shape):
+    """The command line that runs one case of the check with `exe` (the exercise's rung)."""
+    return [exe, "--backend", "cpu", "--schedule", schedule, *shape.split()] + (
+        ["--rung", spec["rung"]] if "rung" in spec else [])
+
+
 def too_strict(spec, ws, build):
     """After the first case of an answer built with COVERAGE: why it took the masked path more
     often than the step's own kernel does on that case (a [count] exercise), or None. The step's
@@ -478,8 +486,7 @@ def too_strict(spec, ws, build):
         (ws / ".build" / "kernel_step_count.gcda").unlink(missing_ok=True)
         exe = build_copy(spec, ws, build, commands, spec["source"], "step_count",
                          " ".join(QUICK_SHAPE) + " " + COVERAGE)
-        cmd = [exe, "--backend", "cpu", "--schedule", SCHEDULES[0], *SHAPES[0].split()]
-        cmd += ["--rung", spec["rung"]] if "rung" in spec else []
+        cmd = case(spec, exe, SCHEDULES[0], SHAPES[0])
         try:
             ok = exe.startswith("/") and subprocess.run(cmd, capture_output=True,
                                                         timeout=600).returncode == 0
@@ -526,9 +533,7 @@ def cmd_check(args):
 
     def failed(exe, schedule, shape):
         """The case run by exe; True, with the failure printed, where it fails."""
-        cmd = [exe, "--backend", "cpu", "--schedule", schedule] + shape.split()
-        if "rung" in spec:
-            cmd += ["--rung", spec["rung"]]
+        cmd = case(spec, exe, schedule, shape)
         if "counters" in spec:
             cmd += ["--counters", "--csv", str(counts), "--quiet"]
         try:
