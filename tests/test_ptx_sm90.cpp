@@ -1042,6 +1042,27 @@ __global__ void noinc_unwaited(const unsigned char* src, int which, uint32_t* ou
   out[threadIdx.x] = r[0];
 }
 
+// Warpgroup 0 retires a wgmma while warpgroup 1 waits for it at a named barrier: once warpgroup 1
+// waits, no thread can run, and the wait_group, which sits out scheduling passes, must still end.
+__global__ void wait_beside_barrier(float* out) {
+  auto* s = attn::shared_memory<uint16_t>();
+  for (int x = threadIdx.x; x < 8 * 16; x += 256) s[x] = 0x3C00;
+  attn::fence_proxy_async_shared();
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    const uint64_t db = attn::make_wgmma_desc(s, 128, 256, attn::WgmmaSwizzle::none);
+    float d[4] = {};
+    uint32_t a[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+    attn::wgmma_fence();
+    attn::wgmma_rs<8, __half>(d, a, db, false);
+    attn::wgmma_commit();
+    attn::named_barrier_sync(2, 128);  // the warpgroup's threads reach the wait together
+    attn::wgmma_wait<0>();
+    out[threadIdx.x] = d[0];
+  }
+  attn::named_barrier_sync(1, 256);
+}
+
 }  // namespace
 
 TEST_CASE("sm90: a named barrier belongs to one group of warps", "[ptx][sm90]") {
@@ -1125,6 +1146,19 @@ TEST_CASE("sm90: a wgmma owns its A registers until retired, and every wgmma is 
   CHECK_THROWS_WITH(launch(wgmma_ends, cfg, 4, out.ptr),
                     Contains("wgmma.mma_async at " + file + std::to_string(kEndsIssueLine)) &&
                         Contains("nothing has written since the block started"));
+}
+
+TEST_CASE("sm90: a wgmma.wait_group ends while every other thread waits for it at a barrier",
+          "[ptx][sm90]") {
+  DeviceBuf<float> out(128);
+  const attn::LaunchConfig cfg{dim3(1), dim3(256), 4096};
+  for (const char* sched : {"forward", "reverse", "random:5", "greedy"}) {
+    INFO(sched);
+    simt::set_schedule(simt::parse_schedule(sched));
+    launch(wait_beside_barrier, cfg, out.ptr);
+    for (int t = 0; t < 128; ++t) REQUIRE(out.ptr[t] == 16.0f);
+  }
+  simt::set_schedule(simt::Schedule{});
 }
 
 TEST_CASE("sm90: TMA bytes beyond what expect_tx announced are reported at the TMA",

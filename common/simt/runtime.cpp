@@ -389,7 +389,9 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
     while (finished < n) {
       int tid = pos;
       while (tid < n && !blk.ready[tid]) ++tid;
-      if (tid == n) {
+      // None is ready: the waiting threads' predicates, looked at again while none holds (see
+      // wait_until).
+      for (int look = 0; tid == n && look < kWaitLooks; ++look)
         for (int k = 0; k < n; ++k) {
           Thread& t = blk.threads[k];
           if (!t.done && !blk.ready[k] && t.wait == Wait::predicate && t.pred(t.pred_arg)) {
@@ -398,8 +400,7 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
             tid = std::min(tid, k);
           }
         }
-        if (tid == n) throw KernelError(deadlock_report(blk));
-      }
+      if (tid == n) throw KernelError(deadlock_report(blk));
       blk.wake_min = n;
       const Thread& back = resume(blk.threads[tid]);
       pos = std::min(back.ids.tid, blk.wake_min);
@@ -408,23 +409,26 @@ void run_block(const LaunchState& L, uint3 bidx, uint64_t linear_block, Block& b
   }
   while (finished < n) {
     // The threads that may run now, in tid order (without a branch per thread: every tid is
-    // written, and the count moves past it only if it may run).
-    order.resize(n);
-    size_t count = 0;
-    for (int tid = 0; tid < n; ++tid) {
-      bool ready = blk.ready[tid];  // (an exited thread is never ready)
-      if (!ready) [[unlikely]] {
-        Thread& t = blk.threads[tid];
-        if (!t.done && t.wait == Wait::predicate && t.pred(t.pred_arg)) {
-          blk.ready[tid] = 1;
-          t.wait = Wait::none;
-          ready = true;
+    // written, and the count moves past it only if it may run). None: the waiting threads'
+    // predicates are looked at again while none holds (see wait_until).
+    for (int look = 0; look < kWaitLooks && (look == 0 || order.empty()); ++look) {
+      order.resize(n);
+      size_t count = 0;
+      for (int tid = 0; tid < n; ++tid) {
+        bool ready = blk.ready[tid];  // (an exited thread is never ready)
+        if (!ready) [[unlikely]] {
+          Thread& t = blk.threads[tid];
+          if (!t.done && t.wait == Wait::predicate && t.pred(t.pred_arg)) {
+            blk.ready[tid] = 1;
+            t.wait = Wait::none;
+            ready = true;
+          }
         }
+        order[count] = tid;
+        count += ready;
       }
-      order[count] = tid;
-      count += ready;
+      order.resize(count);
     }
-    order.resize(count);
     if (order.empty()) throw KernelError(deadlock_report(blk));
     if (L.schedule.order == Schedule::Order::reverse) std::reverse(order.begin(), order.end());
     if (L.schedule.order == Schedule::Order::random) std::shuffle(order.begin(), order.end(), rng);

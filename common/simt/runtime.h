@@ -122,8 +122,11 @@ int block_threads();
 // ---- Generic waiting, for asynchronous operations added by later steps
 // --------------------------- Suspends the calling CUDA thread until `ready(arg)` returns true.
 // `what` and `where` appear in the deadlock report. The predicate is re-evaluated whenever another
-// thread of the block ran.
+// thread of the block ran, and, when no thread can run, up to kWaitLooks times in a row before the
+// block is called deadlocked: a wait that only sits out scheduling passes (a predicate that counts
+// its looks, as wgmma.wait_group's does) has nothing to sit out then.
 void wait_until(bool (*ready)(void*), void* arg, const char* what, const simt::where_t& where);
+constexpr int kWaitLooks = 3;
 
 // ---- Memory-access checks of instrumented kernels (checks.cpp) ---------------------------------
 // Kernels compiled with ATTN_INSTRUMENT's flags call the backend on every load and store; these

@@ -948,6 +948,7 @@ void wgmma_commit_group(const where_t&) {
 namespace {
 // True on the third look: the caller sits out two scheduling passes.
 bool third_look(void* p) {
+  static_assert(detail::kWaitLooks >= 3, "the scheduler must look three times before a deadlock");
   return ++*static_cast<int*>(p) > 2;
 }
 }  // namespace
