@@ -1,6 +1,6 @@
 // What step 5's sm_90a kernels (attention_sm90a.cu and the rungs before it) share: the guard that
-// compiles their bodies only where they can run, and the TMA tensor map of a [heads][rows][D]
-// tensor read in boxes of 64 columns.
+// compiles their bodies only where they can run, the TMA tensor map of a [heads][rows][D] tensor
+// read in boxes of 64 columns, and the zeros TMA cannot write.
 #pragma once
 
 #include <type_traits>
@@ -39,6 +39,21 @@ inline TensorMap head_tensor_map(const void* base, int outer, int rows, int D, i
 #else
   return encode_tensor_map_cpu(s);
 #endif
+}
+
+// Rows [from, rows) of a tile that head_tensor_map's boxes filled (64-column blocks of `rows` rows
+// of 128 bytes each; the swizzle moves chunks only within a row) set to zero by `threads` threads,
+// this one being `tid`, 16 bytes per store; then fenced for the async proxy, which wgmma's reads
+// and the next TMA write into the tile go through. TMA zero-fills rows past the tensor's end
+// only: a batch's padding keys (past its key length, before seqlen_k) arrive as the caller left
+// them, and P V adds P = 0 times their NaN. The threads that read the tile then synchronise.
+template <int D, typename T>
+__device__ __forceinline__ void zero_tile_rows(T* tile, int rows, int from, int tid, int threads) {
+  for (int blk = 0; blk < (D + 63) / 64; ++blk) {
+    uint4* block = reinterpret_cast<uint4*>(tile + blk * rows * 64);
+    for (int x = from * 8 + tid; x < rows * 8; x += threads) block[x] = make_uint4(0, 0, 0, 0);
+  }
+  fence_proxy_async_shared();
 }
 
 }  // namespace attn

@@ -58,7 +58,8 @@ __global__ void softmax_kernel(const AttentionParams p, float* S) {
   p.lse[row] = m + logf(l);
 }
 
-// One thread per output element O[b, h, i, d] = sum_j P[b, h, i, j] V[b, kv_head(h), j, d].
+// One thread per output element O[b, h, i, d] = sum_j P[b, h, i, j] V[b, kv_head(h), j, d], over
+// the keys row i sees: past them P = 0, and V may be the caller's padding (0 * NaN is NaN).
 template <typename T>
 __global__ void output_kernel(const AttentionParams p, const float* P) {
   const int d = blockIdx.x * blockDim.x + threadIdx.x;
@@ -70,8 +71,9 @@ __global__ void output_kernel(const AttentionParams p, const float* P) {
   const T* v = static_cast<const T*>(p.v) +
                (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k * p.dim + d;
   const float* pr = P + row * p.seqlen_k;
+  const int end = attn::row_keys_end(p, b, i);
   float o = 0.0f;
-  for (int j = 0; j < p.seqlen_k; ++j) o += pr[j] * attn::to_float(v[int64_t(j) * p.dim]);
+  for (int j = 0; j < end; ++j) o += pr[j] * attn::to_float(v[int64_t(j) * p.dim]);
   static_cast<T*>(p.o)[row * p.dim + d] = attn::from_float<T>(o);
 }
 

@@ -100,11 +100,13 @@ __global__ void output_kernel(const AttentionParams p, const float* P) {
 
   const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
   const int64_t kv_row0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
+  // The batch's keys: past them P = 0, and V is the caller's padding (0 * NaN would be NaN).
+  const int len_k = attn::key_length(p, b);
   float acc[D / kThreadsPerRow] = {};
-  for (int j0 = 0; j0 < p.seqlen_k; j0 += Bc) {
+  for (int j0 = 0; j0 < len_k; j0 += Bc) {
     __syncthreads();  // the previous tile has been used by every thread
     attn::load_rows_16B<D>(Vs, D + kPad, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc,
-                           p.seqlen_k - j0);
+                           len_k - j0);
     if (p.seqlen_k % 4 == 0) {  // every row of P starts 16-byte aligned: 4 floats per load
       for (int x = threadIdx.x; x < Br * Bc / 4; x += kThreads) {
         const int pr = x / (Bc / 4), c = x % (Bc / 4) * 4;

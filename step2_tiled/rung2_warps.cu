@@ -110,11 +110,12 @@ __global__ void output_kernel(const AttentionParams p, const float* P) {
 
   const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
   const int64_t kv_row0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
+  // The batch's keys: past them P = 0, and V is the caller's padding (0 * NaN would be NaN).
+  const int len_k = attn::key_length(p, b);
   float acc[D / kThreadsPerRow] = {};
-  for (int j0 = 0; j0 < p.seqlen_k; j0 += Bc) {
+  for (int j0 = 0; j0 < len_k; j0 += Bc) {
     __syncthreads();  // the previous tile has been used by every thread
-    load_rows<D>(Vs, D + kPad, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc,
-                 p.seqlen_k - j0);
+    load_rows<D>(Vs, D + kPad, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc, len_k - j0);
     for (int x = threadIdx.x; x < Br * Bc; x += kThreads) {
       const int pr = x / Bc, c = x % Bc;
       const bool inside = i0 + pr < p.seqlen_q && j0 + c < p.seqlen_k;

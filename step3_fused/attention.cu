@@ -41,7 +41,9 @@ __global__ void attention_kernel(const AttentionParams p) {
   // Keys this row sees, and keys any row of the block sees: the block's last row sees the most,
   // so tiles at or past its end (above the causal diagonal, or past the batch's key length) are
   // skipped entirely. Rows past the batch's query length (--seqlens-q) see nothing but still help
-  // load the tiles; a block made only of such rows loads none and writes O = 0, LSE = -inf.
+  // load the tiles; a block made only of such rows loads none and writes O = 0, LSE = -inf. The
+  // last tile's keys past block_end load as zeros: past the batch's key length they are the
+  // caller's padding, and P = 0 there would still add 0 * NaN = NaN.
   const int end = attn::row_keys_end(p, b, i);
   const int block_end = attn::tile_keys_end(p, b, i0, Br);
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
@@ -51,9 +53,9 @@ __global__ void attention_kernel(const AttentionParams p) {
   for (int j0 = 0; j0 < block_end; j0 += Bc) {
     __syncthreads();  // the previous tile has been used by every thread
     attn::load_rows_16B<D>(Ks, D + kPad, static_cast<const T*>(p.k) + (kv_row0 + j0) * D, Bc,
-                           p.seqlen_k - j0);
+                           block_end - j0);
     attn::load_rows_16B<D>(Vs, D + kPad, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc,
-                           p.seqlen_k - j0);
+                           block_end - j0);
     __syncthreads();
 
     // S tile: this thread's Bc / 8 scores of row r, in registers.

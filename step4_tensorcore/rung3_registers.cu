@@ -63,9 +63,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   for (int j0 = 0; j0 < block_end; j0 += Bc) {
     __syncthreads();  // the previous tile has been used by every thread
     attn::load_rows_16B<D>(Ks, D + kPad, static_cast<const T*>(p.k) + (kv_row0 + j0) * D, Bc,
-                           p.seqlen_k - j0);
+                           block_end - j0);
     attn::load_rows_16B<D>(Vs, D + kPad, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc,
-                           p.seqlen_k - j0);
+                           block_end - j0);
     __syncthreads();
 
     // S = Q K^T for this warp's 16 rows and the tile's Bc keys: Bc / 8 accumulator tiles of 16 x 8.

@@ -85,8 +85,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
                                            online_softmax::init<float>()};
   for (int j0 = 0; j0 < block_end; j0 += Bc) {
     __syncthreads();  // the previous tile has been used by every thread
-    load_tile<D>(Ks, static_cast<const T*>(p.k) + (kv_row0 + j0) * D, Bc, p.seqlen_k - j0);
-    load_tile<D>(Vs, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc, p.seqlen_k - j0);
+    load_tile<D>(Ks, static_cast<const T*>(p.k) + (kv_row0 + j0) * D, Bc, block_end - j0);
+    load_tile<D>(Vs, static_cast<const T*>(p.v) + (kv_row0 + j0) * D, Bc, block_end - j0);
     __syncthreads();
 
     // S = Q K^T for this warp's 16 rows and the tile's Bc keys: Bc / 8 accumulator tiles of 16 x 8.

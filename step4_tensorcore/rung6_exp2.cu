@@ -79,9 +79,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   for (int n = 0; n < kStages - 1; ++n) {
     if (n < n_tiles) {
       copy_tile<D>(Ks + n * Tile<D>::elements(Bc), k_head + int64_t(n) * Bc * D, Bc,
-                   p.seqlen_k - n * Bc);
+                   block_end - n * Bc);
       copy_tile<D>(Vs + n * Tile<D>::elements(Bc), v_head + int64_t(n) * Bc * D, Bc,
-                   p.seqlen_k - n * Bc);
+                   block_end - n * Bc);
     }
     attn::cp_async_commit();
   }
@@ -111,13 +111,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   for (int n = 0; n < n_tiles; ++n) {
     const int j0 = n * Bc;
     // Start copying tile n + kStages - 1 into the stage tile n - 1 used, then wait for tile n.
-    // Only the tile at the end of the K/V buffer has missing rows to zero-fill.
+    // Only the block's last tile can have rows to zero-fill: those past block_end (past the batch's
+    // key length they are its padding, perhaps NaN: P V would add 0 * NaN = NaN).
     if (n + kStages - 1 < n_tiles) {
       const int next = j0 + (kStages - 1) * Bc;
       T* k_next = Ks + (n + kStages - 1) % kStages * Tile<D>::elements(Bc);
       T* v_next = Vs + (n + kStages - 1) % kStages * Tile<D>::elements(Bc);
-      copy_tile<D>(k_next, k_head + int64_t(next) * D, Bc, p.seqlen_k - next);
-      copy_tile<D>(v_next, v_head + int64_t(next) * D, Bc, p.seqlen_k - next);
+      copy_tile<D>(k_next, k_head + int64_t(next) * D, Bc, block_end - next);
+      copy_tile<D>(v_next, v_head + int64_t(next) * D, Bc, block_end - next);
     }
     attn::cp_async_commit();             // (an empty group when there is no next tile)
     attn::cp_async_wait<kStages - 1>();  // all but the newest groups: this tile has landed ...

@@ -129,8 +129,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   for (int st = 0; st < kStages - 1; ++st) {
     if (st > 0) k_tile += Bc * D, v_tile += Bc * D;
     if (st < n_tiles) {
-      kv_copy.template issue<false>(Ks + st * Tile<D>::elements(Bc), k_tile, p.seqlen_k - st * Bc);
-      kv_copy.template issue<false>(Vs + st * Tile<D>::elements(Bc), v_tile, p.seqlen_k - st * Bc);
+      kv_copy.template issue<false>(Ks + st * Tile<D>::elements(Bc), k_tile, block_end - st * Bc);
+      kv_copy.template issue<false>(Vs + st * Tile<D>::elements(Bc), v_tile, block_end - st * Bc);
     }
     attn::cp_async_commit();
   }
@@ -175,17 +175,19 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     constexpr bool kMasked = decltype(masked)::value;
     const int j0 = n * Bc;
     // Start copying tile n + kStages - 1 into the stage tile n - 1 used while this one is
-    // computed. Only the tile at the end of the K/V buffer needs its missing rows zero-filled.
+    // computed. Only the block's last tile can have rows to zero-fill, those past block_end (past
+    // the batch's key length they are its padding, perhaps NaN: P V would add 0 * NaN = NaN), so
+    // only it is copied with bounds checks.
     if (n + kStages - 1 < n_tiles) {
       const int next = j0 + (kStages - 1) * Bc;
       T* k_next = Ks + (stage + kStages - 1) % kStages * Tile<D>::elements(Bc);
       T* v_next = Vs + (stage + kStages - 1) % kStages * Tile<D>::elements(Bc);
-      if (next + Bc <= p.seqlen_k) {
+      if (n + kStages < n_tiles) {  // not the last tile
         kv_copy.template issue<true>(k_next, k_tile += Bc * D);
         kv_copy.template issue<true>(v_next, v_tile += Bc * D);
       } else {
-        kv_copy.template issue<false>(k_next, k_tile += Bc * D, p.seqlen_k - next);
-        kv_copy.template issue<false>(v_next, v_tile += Bc * D, p.seqlen_k - next);
+        kv_copy.template issue<false>(k_next, k_tile += Bc * D, block_end - next);
+        kv_copy.template issue<false>(v_next, v_tile += Bc * D, block_end - next);
       }
     }
     attn::cp_async_commit();             // (an empty group when there is no next tile)

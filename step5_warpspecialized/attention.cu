@@ -151,16 +151,16 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       attn::mbarrier_test_wait_parity(&empty[s], (item / kStages % 2) ^ 1);  // the slot was read
       T* k_slot = ring + s * 2 * Tile<D>::elements(Bc);
       T* v_slot = k_slot + Tile<D>::elements(Bc);
-      const int j0 = (item - 1) * Bc;  // Only the tile at the end of K/V is zero-filled.
+      const int j0 = (item - 1) * Bc;  // The last tile's keys past block_end are zero-filled.
       if (item == 0) {
         q_copy.template issue<false>(k_slot, static_cast<const T*>(p.q) + q_row0 * D,
                                      p.seqlen_q - i0);
-      } else if (j0 + Bc <= p.seqlen_k) {
+      } else if (j0 + Bc <= block_end) {
         kv_copy.template issue<true>(k_slot, k_head + int64_t(j0) * D);
         kv_copy.template issue<true>(v_slot, v_head + int64_t(j0) * D);
       } else {
-        kv_copy.template issue<false>(k_slot, k_head + int64_t(j0) * D, p.seqlen_k - j0);
-        kv_copy.template issue<false>(v_slot, v_head + int64_t(j0) * D, p.seqlen_k - j0);
+        kv_copy.template issue<false>(k_slot, k_head + int64_t(j0) * D, block_end - j0);
+        kv_copy.template issue<false>(v_slot, v_head + int64_t(j0) * D, block_end - j0);
       }
       attn::cp_async_mbarrier_arrive_noinc(&full[s]);  // "full" completes when they land
     }

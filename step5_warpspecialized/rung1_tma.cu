@@ -7,8 +7,9 @@
 // copy, the swizzle): one elected thread asks for a box by its coordinates, the hardware
 // generates the addresses, writes the box in the 128-byte swizzle that Tile<D> already uses (so
 // the consumers, which are the sm_80 kernel's, do not change), and fills rows past the tensor's
-// end with zeros. The slot's "full" mbarrier now expects one arrival (the producer's
-// arrive.expect_tx, which announces the slot's bytes) and completes when the bytes have landed.
+// end with zeros. Not those past a batch's key length: the consumers zero them (zero_padding). The
+// slot's "full" mbarrier now expects one arrival (the producer's arrive.expect_tx, which announces
+// the slot's bytes) and completes when the bytes have landed.
 //
 //   item:    0 (Q)   1 (K0 V0)   2 (K1 V1)   3 (K2 V2)  ...   slot item % kStages,
 //   box:     Q rows i0 ..        K, V rows 64 n .. (+ 64), columns 64 blk ..   per 64 columns
@@ -29,6 +30,7 @@ constexpr int Bc = 64;                      // keys per tile
 constexpr int kThreads = 32 * kWarps;
 constexpr int kConsumers = 32 * kConsumerWarps;  // threads that arrive on "empty"
 constexpr int kStages = 3;                       // ring slots, each a K tile and a V tile
+constexpr int kPaddingBarrier = 5;  // named barrier 5: all consumer threads (zero_padding)
 static_assert(Br == Bc, "Q travels through the ring as a K-sized tile");
 
 // Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
@@ -150,6 +152,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
 
+  // The tile with keys past the batch's key length (its last, when the batch has padding) gets
+  // zeros there from the consumers before any of them reads it: TMA copied the caller's padding
+  // in, and P V would add P = 0 times its NaN (attn::zero_tile_rows).
+  auto zero_padding = [&](int n, int s) {
+    const int len_k = attn::key_length(p, b), j0 = n * Bc;
+    if (len_k == p.seqlen_k || j0 + Bc <= len_k) return;
+    attn::zero_tile_rows<D>(ring + s * 2 * Tile<D>::elements(Bc) + Tile<D>::elements(Bc), Bc,
+                            len_k - j0, threadIdx.x, kConsumers);
+    attn::named_barrier_sync(kPaddingBarrier, kConsumers);
+  };
+
   // One K/V tile. kMasked: some key of the tile is invisible to some row (the last, partial tile;
   // tiles on the causal diagonal); the other tiles skip the mask entirely.
   // kStage ((n + 1) % kStages, tile n being ring item n + 1) is a compile-time constant too, so
@@ -160,6 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr bool kMasked = decltype(masked)::value;
     const int j0 = n * Bc;
     attn::mbarrier_test_wait_parity(&full[stage], (n + 1) / kStages % 2);  // this tile has landed
+    if constexpr (kMasked) zero_padding(n, stage);
     const T* K = ring + stage * 2 * Tile<D>::elements(Bc);
     const T* V = K + Tile<D>::elements(Bc);
 

@@ -29,6 +29,7 @@ constexpr int Bc = 64;                      // keys per tile
 constexpr int kThreads = 32 * kWarps;
 constexpr int kConsumers = 32 * kConsumerWarps;  // threads that arrive on "empty"
 constexpr int kStages = 3;                       // ring slots, each a K tile and a V tile
+constexpr int kPaddingBarrier = 5;  // named barrier 5: all consumer threads (zero_padding)
 static_assert(Br == Bc, "Q travels through the ring as a K-sized tile");
 
 // Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
@@ -156,12 +157,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   int slot = 1;  // tile n is ring item n + 1 (Q is item 0)
   uint32_t phase = 0;
 
+  // The tile with keys past the batch's key length (its last, when the batch has padding) gets
+  // zeros there from the consumers before any of them reads it: TMA copied the caller's padding
+  // in, and P V would add P = 0 times its NaN (attn::zero_tile_rows).
+  auto zero_padding = [&](int n, int s) {
+    const int len_k = attn::key_length(p, b), j0 = n * Bc;
+    if (len_k == p.seqlen_k || j0 + Bc <= len_k) return;
+    attn::zero_tile_rows<D>(ring + s * 2 * Tile<D>::elements(Bc) + Tile<D>::elements(Bc), Bc,
+                            len_k - j0, threadIdx.x, kConsumers);
+    attn::named_barrier_sync(kPaddingBarrier, kConsumers);
+  };
+
   // One K/V tile. kMasked: some key of the tile is invisible to some row (the last, partial tile;
   // tiles on the causal diagonal); the other tiles skip the mask entirely.
   auto tile = [&](int n, auto masked) {
     constexpr bool kMasked = decltype(masked)::value;
     const int j0 = n * Bc;
     attn::mbarrier_test_wait_parity(&full[slot], phase);  // this tile has landed
+    if constexpr (kMasked) zero_padding(n, slot);
     const uint64_t k_slot = attn::wgmma_desc_plus(k_desc, slot * kSlotBytes);
     const uint64_t v_slot = attn::wgmma_desc_plus(v_desc, slot * kSlotBytes);
 

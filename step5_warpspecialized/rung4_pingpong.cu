@@ -27,8 +27,9 @@ constexpr int Bc = 64;                                  // keys per tile
 constexpr int kConsumers = 128 * kConsumerGroups;       // threads that arrive on "empty"
 constexpr int kStages = 3;                              // ring slots, each a K tile and a V tile
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40 * 128 + 232 * 256 = 168 * 384
-constexpr int kTurnBarrier = 1;   // named barriers 1, 2: the consumers' turns to issue GEMMs
-constexpr int kGroupBarrier = 3;  // named barriers 3, 4: one consumer warpgroup's 128 threads
+constexpr int kTurnBarrier = 1;     // named barriers 1, 2: the consumers' turns to issue GEMMs
+constexpr int kGroupBarrier = 3;    // named barriers 3, 4: one consumer warpgroup's 128 threads
+constexpr int kPaddingBarrier = 5;  // named barrier 5: all consumer threads (zero_padding)
 static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <=
                   65536 / kThreads / 8 * 8 * kThreads,
               "setmaxnreg: the roles' registers must fit the block's pool");
@@ -154,6 +155,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   int slot = 0;
   uint32_t phase = 0;
 
+  // The tile with keys past the batch's key length (its last, when the batch has padding) gets
+  // zeros there from the consumers before any of them reads it: TMA copied the caller's padding
+  // in, and P V would add P = 0 times its NaN (attn::zero_tile_rows).
+  auto zero_padding = [&](int n, int s) {
+    const int len_k = attn::key_length(p, b), j0 = n * Bc;
+    if (len_k == p.seqlen_k || j0 + Bc <= len_k) return;
+    attn::zero_tile_rows<D>(ring + s * 2 * Tile<D>::elements(Bc) + Tile<D>::elements(Bc), Bc,
+                            len_k - j0, threadIdx.x - 128, kConsumers);
+    attn::named_barrier_sync(kPaddingBarrier, kConsumers);
+  };
+
   // The ping-pong: turn k of this warpgroup waits for the other's turn k - 1 (warpgroup 0 goes
   // first) and ends by letting the other go. Both warpgroups take n_tiles turns.
   const int n_turns = n_tiles;
@@ -261,6 +273,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Tile n: S_n in this warpgroup's turn, its softmax once S_n has retired, then P_n V_n.
   auto tile = [&](int n, auto masked) {
     attn::mbarrier_wait_parity(&full[slot], phase);  // tile n has landed
+    if constexpr (decltype(masked)::value) zero_padding(n, slot);
     turn_begin();
     attn::wgmma_fence();  // S was written by ordinary instructions since the last wgmma
     issue_s(slot);

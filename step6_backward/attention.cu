@@ -106,7 +106,7 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   // tiles from i_first up to the batch's query length (the keys a tile's rows see only grow down
   // the head, so the tiles rung 6.7 skipped one by one are those before i_first and the padding
   // after). The block computes them in order, the s-th from buffer s % kStages.
-  const int len_q = attn::query_length(p, b);
+  const int len_q = attn::query_length(p, b), len_k = attn::key_length(p, b);
   int i_first = 0;
   while (i_first < len_q && attn::tile_keys_end(p, b, i_first, Br) <= j0) i_first += Br;
   // Rows past the batch's query length are zeros, as are their LSE and D_i: their pairs are
@@ -126,9 +126,9 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
     else if (tid < 2 * Br)
       Dbuf[stage * Br + r] = real ? delta[row0 + r] : 0.0f;
   };
-  // K and V (keys past the end: zeros, never seen) in one group with the first query tile.
-  load_rows_async<D, Bc>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, p.seqlen_k - j0);
-  load_rows_async<D, Bc>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, p.seqlen_k - j0);
+  // K and V (keys past the batch's key length: zeros) in one group with the first query tile.
+  load_rows_async<D, Bc>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, len_k - j0);
+  load_rows_async<D, Bc>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, len_k - j0);
   if (i_first < len_q) load_tile(hk * group, i_first, 0);
   attn::cp_async_commit();
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};  // the warp's 16 keys x D, as accumulator tiles
@@ -265,9 +265,9 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
   }
   auto load_tile = [&](int j0, int stage) {  // the key tile at j0 into buffer `stage`
     load_rows_async<D, Bc>(Kbuf + stage * Bc * S, S, static_cast<const T*>(p.k) + (kv0 + j0) * D,
-                           p.seqlen_k - j0);
+                           keys_end - j0);
     load_rows_async<D, Bc>(Vbuf + stage * Bc * S, S, static_cast<const T*>(p.v) + (kv0 + j0) * D,
-                           p.seqlen_k - j0);
+                           keys_end - j0);
   };
   // Q and dO in one group with the first key tile.
   load_rows_async<D, kRowsQ>(Qs, S, static_cast<const T*>(p.q) + row0 * D, p.seqlen_q - i0);

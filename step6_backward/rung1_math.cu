@@ -62,7 +62,8 @@ __global__ void scores_kernel(const BackwardParams p, const float* delta, float*
   dS[row * p.seqlen_k + j] = ds;
 }
 
-// One thread per dQ[b, h, i, c] = scale * sum_j dS_ij K_jc.
+// One thread per dQ[b, h, i, c] = scale * sum_j dS_ij K_jc, over the keys row i sees: past them
+// dS = 0, and K may be the caller's padding (0 * NaN is NaN).
 template <typename T>
 __global__ void dq_kernel(const BackwardParams p, const float* dS) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -74,8 +75,9 @@ __global__ void dq_kernel(const BackwardParams p, const float* dS) {
   const T* k = static_cast<const T*>(p.k) +
                (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k * p.dim + c;
   const float* ds = dS + row * p.seqlen_k;
+  const int end = attn::row_keys_end(p, b, i);
   float acc = 0.0f;
-  for (int j = 0; j < p.seqlen_k; ++j) acc += ds[j] * attn::to_float(k[int64_t(j) * p.dim]);
+  for (int j = 0; j < end; ++j) acc += ds[j] * attn::to_float(k[int64_t(j) * p.dim]);
   static_cast<T*>(p.dq)[row * p.dim + c] = attn::from_float<T>(p.scale * acc);
 }
 

@@ -49,9 +49,11 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
   const T zero = attn::from_float<T>(0.0f);
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
-  const int len_q = attn::query_length(p, b);
-  for (int x = tid; x < Bc * D; x += kThreads) {  // keys past the end: zeros, never seen
-    const bool in = j0 + x / D < p.seqlen_k;
+  const int len_q = attn::query_length(p, b), len_k = attn::key_length(p, b);
+  // Keys past the batch's key length are zeros: their pairs are masked, and the products multiply
+  // them by zero, which a caller's NaN there would survive.
+  for (int x = tid; x < Bc * D; x += kThreads) {
+    const bool in = j0 + x / D < len_k;
     Ks[x] = in ? static_cast<const T*>(p.k)[(kv0 + j0) * D + x] : zero;
     Vs[x] = in ? static_cast<const T*>(p.v)[(kv0 + j0) * D + x] : zero;
     dK[x] = dV[x] = 0.0f;

@@ -56,10 +56,10 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
   float *dS = Pz + Br * Bc, *dK = dS + Br * Bc, *dV = dK + Bc * D;
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
-  const int len_q = attn::query_length(p, b);
-  // Keys past the end: zeros, never seen.
-  attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
-  attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
+  const int len_q = attn::query_length(p, b), len_k = attn::key_length(p, b);
+  // Keys past the batch's key length: zeros (its padding's NaN would survive P = 0, dS = 0).
+  attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, len_k - j0);
+  attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, len_k - j0);
   for (int x = tid; x < Bc * D; x += kThreads) dK[x] = dV[x] = 0.0f;
   for (int h = hk * group; h < (hk + 1) * group; ++h)
     for (int i0 = 0; i0 < p.seqlen_q; i0 += Br) {

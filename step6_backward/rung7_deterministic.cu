@@ -51,10 +51,10 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   T *Vs = Ks + Bc * S, *Qs = Vs + Bc * S, *dOs = Qs + Br * S;
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
-  const int len_q = attn::query_length(p, b);
-  // Keys past the end: zeros, never seen.
-  attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
-  attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
+  const int len_q = attn::query_length(p, b), len_k = attn::key_length(p, b);
+  // Keys past the batch's key length: zeros (its padding's NaN would survive P = 0, dS = 0).
+  attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, len_k - j0);
+  attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, len_k - j0);
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};  // the warp's 16 keys x D, as accumulator tiles
   for (int h = hk * group; h < (hk + 1) * group; ++h)
     for (int i0 = 0; i0 < p.seqlen_q; i0 += Br) {
@@ -153,11 +153,12 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
   const int64_t kv0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
   attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, kRowsQ, p.seqlen_q - i0);
   attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, kRowsQ, p.seqlen_q - i0);
-  float dq[D / 8][4] = {};  // the warp's 16 rows x D
-  for (int j0 = 0; j0 < attn::tile_keys_end(p, b, i0, kRowsQ); j0 += Bc) {
+  float dq[D / 8][4] = {};                                     // the warp's 16 rows x D
+  const int keys_end = attn::tile_keys_end(p, b, i0, kRowsQ);  // past it, K and V are zeros
+  for (int j0 = 0; j0 < keys_end; j0 += Bc) {
     __syncthreads();  // the tile before is done with Ks and Vs (and Q, dO have landed)
-    attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
-    attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, p.seqlen_k - j0);
+    attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, keys_end - j0);
+    attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, keys_end - j0);
     __syncthreads();
     // S = Q K^T and dP = dO V^T for the warp's 16 rows, as step 4's S: Q and dO rows are A
     // fragments, K and V rows (stored [key][d]) B fragments, two key tiles per ldmatrix.x4.

@@ -56,7 +56,7 @@ std::vector<Case> boundary_cases(const Kernel& k) {
     for (float dropout : {0.0f, 0.1f}) {
       const attn::RunContext::Tile tile = attn_test::tile_of(step, variant, config, dim, dropout);
       if (tile.rows == 0 || tile.keys == 0) return {};
-      for (attn::Problem& p : attn_test::boundary_problems(tile.rows, tile.keys, dim, dropout))
+      for (attn::Problem& p : attn_test::boundary_problems(tile, dim, dropout))
         out.push_back({std::move(p), tile.keys});
     }
   return out;

@@ -74,8 +74,14 @@ inline attn::Problem batches(const std::vector<std::pair<int, int>>& lengths, in
 //   first row of the first block does (query length Br + 1), and Sq = Sk = 2 Br + 1 puts the
 //   diagonal on every row;
 // not causal: every row sees k Bc + delta keys, the last block has Br - 1, Br or Br + 1 rows.
+// A kernel whose main loop runs its unmasked tiles `stages` at a time (steps 4 and 5) reaches it
+// only with a row that sees stages tiles: the first row of the second block then sees stages Bc - 1
+// keys too, so that a key one unmasked tile too many leaks is a real key of the block (a batch's
+// padding keys load as zeros, whose leak would move LSE by less than its tolerance).
 // The longest key length is the tensor's own, so that the last tile is also the zero-filled one.
-inline std::vector<attn::Problem> boundary_problems(int Br, int Bc, int dim, float dropout) {
+inline std::vector<attn::Problem> boundary_problems(const attn::RunContext::Tile& tile, int dim,
+                                                    float dropout) {
+  const int Br = tile.rows, Bc = tile.keys;
   std::vector<std::pair<int, int>> causal, full;
   for (int k = 1; k <= 2; ++k)
     for (int delta = -1; delta <= 1; ++delta) {
@@ -85,6 +91,7 @@ inline std::vector<attn::Problem> boundary_problems(int Br, int Bc, int dim, flo
       causal.push_back({Br + 1, Br + end});
       full.push_back({Br + delta, end});
     }
+  if (tile.stages > 2) causal.push_back({2 * Br, Br + tile.stages * Bc - 2});
   causal.push_back({2 * Br + 1, 2 * Br + 1});
   return {batches(causal, dim, true, dropout), batches(full, dim, false, dropout)};
 }

@@ -63,7 +63,7 @@ std::string boundary_failures(const attn::StepInfo& step) {
   for (float dropout : {0.0f, 0.1f}) {
     const attn::RunContext::Tile tile = attn_test::tile_of(step, "", "", 64, dropout);
     REQUIRE(tile.keys > 0);
-    for (const attn::Problem& p : attn_test::boundary_problems(tile.rows, tile.keys, 64, dropout))
+    for (const attn::Problem& p : attn_test::boundary_problems(tile, 64, dropout))
       if (const std::string r = attn_test::run_boundary(step, "", "", p, tile.keys, "forward");
           !r.empty())
         failures += p.describe() + ": " + r + "\n";

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -259,8 +260,7 @@ void run_boundaries(const std::string& step_name, const std::string& variant,
       const attn::RunContext::Tile tile = attn_test::tile_of(step, variant, config, dim, dropout);
       REQUIRE(tile.rows > 0);
       REQUIRE(tile.keys > 0);
-      for (const attn::Problem& p :
-           attn_test::boundary_problems(tile.rows, tile.keys, dim, dropout)) {
+      for (const attn::Problem& p : attn_test::boundary_problems(tile, dim, dropout)) {
         INFO(step.name << " " << variant << config << " [" << schedule << "] Br " << tile.rows
                        << " Bc " << tile.keys << ": " << p.describe());
         CHECK(attn_test::run_boundary(step, variant, config, p, tile.keys, schedule) == "");
@@ -341,8 +341,7 @@ TEST_CASE("tiled kernels pass rows that end at a tile boundary: step 6", "[steps
         attn_test::tile_of(attn_test::as_rung(step, rung.name), "", "", dim, dropout);
     if (tile.rows == 0) continue;  // rungs 6.1 and 6.2: no tiles
     ++n;
-    for (const attn::Problem& p :
-         attn_test::boundary_problems(tile.rows, tile.keys, dim, dropout)) {
+    for (const attn::Problem& p : attn_test::boundary_problems(tile, dim, dropout)) {
       const attn::HostInputs in = attn_test::boundary_inputs(p, tile.keys);
       attn::Options o;
       o.problem = p;
@@ -454,11 +453,12 @@ TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq
 namespace {
 // Step 6's problem for the caller's arrays in place: two batches, GQA, causal, the second with 33
 // of 90 keys and 41 of 70 query rows; its inputs, dO and the forward's O and LSE (the FP64 one's),
-// and Q and dO with NaN in that batch's padding rows (past its query length).
+// Q and dO with NaN in that batch's padding rows (past its query length), and K and V with NaN in
+// its padding keys (past its key length).
 struct InPlaceBackward {
   attn::Options o;
   attn::HostInputs in;
-  std::vector<attn::Bits16> dout, q_pad, dout_pad;
+  std::vector<attn::Bits16> dout, q_pad, dout_pad, k_pad, v_pad;
   attn::BackwardInputs given;
   InPlaceBackward(attn::DType dtype, float dropout) {
     o.problem = attn_test::make(2, 4, 2, 70, 90, 64, dtype, true, {90, 33}, dropout);
@@ -478,6 +478,14 @@ struct InPlaceBackward {
           const size_t x =
               (size_t(p.heads + h) * size_t(p.seqlen_q) + size_t(i)) * size_t(p.dim) + size_t(c);
           q_pad[x] = dout_pad[x] = attn::to_bits(NAN, p.dtype);
+        }
+    k_pad = in.k, v_pad = in.v;
+    for (int h = 0; h < p.heads_kv; ++h)
+      for (int j = 33; j < p.seqlen_k; ++j)
+        for (int c = 0; c < p.dim; ++c) {
+          const size_t x =
+              (size_t(p.heads_kv + h) * size_t(p.seqlen_k) + size_t(j)) * size_t(p.dim) + size_t(c);
+          k_pad[x] = v_pad[x] = attn::to_bits(NAN, p.dtype);
         }
   }
 };
@@ -594,6 +602,66 @@ TEST_CASE("step 6's rungs: NaN in the padding rows past a batch's query length c
       CHECK(std::all_of(dq.begin(), dq.end(), [&](attn::Bits16 v) {
         return std::isfinite(attn::from_bits(v, p.dtype));
       }));
+  }
+}
+
+// A batch's padding is the caller's memory, never read as a row or a key: NaN in Q past its query
+// length and in K and V past its key length (a KV cache filled by torch.empty, say) changes no bit
+// of any kernel's outputs, forward or backward. A key tile that runs past the batch's key length
+// must load those rows as zeros: its masked scores make P = 0 there, but P V adds 0 * NaN = NaN.
+TEST_CASE("every kernel: NaN in a batch's padding queries and keys changes nothing",
+          "[steps][in_place]") {
+  InPlaceBackward t(attn::DType::fp16, 0.0f);
+  attn::Options& o = t.o;
+  const attn::Problem& p = o.problem;
+  bool deterministic = false;  // step 6's dQ is the same bits from run to run
+  for (const attn::StepInfo& step : all_kernel_steps()) {
+    // Every kernel of the step: its rungs (the last is the step), variants and configurations.
+    std::vector<std::array<std::string, 3>> kernels;  // rung, variant, config
+    for (const auto& rung : step.rungs) kernels.push_back({rung.name, "", ""});
+    for (const std::string& variant : step.variants) kernels.push_back({"", variant, ""});
+    for (const auto& config : step.configs) kernels.push_back({"", "", config.name});
+    if (kernels.empty()) kernels.push_back({"", "", ""});
+    for (const auto& [rung, variant, config] : kernels) {
+      o.rung = rung, o.variant = variant, o.config = config;
+      o.check = false;
+      o.inputs = &t.in;
+      o.backward_inputs = step.backward ? &t.given : nullptr;
+      o.keep_outputs = true;
+      o.device_arrays = nullptr;
+      const attn::RunOutcome copied = attn::run_step(step, o);
+      INFO(step.name << " rung '" << rung << "' variant '" << variant << "' config '" << config
+                     << "': " << copied.message);
+      REQUIRE(copied.exit_code == 0);
+      std::vector<attn::Bits16> out(p.q_elements()), dq(p.q_elements()), dk(p.kv_elements()),
+          dv(p.kv_elements());
+      std::vector<float> lse(size_t(p.lse_elements()));
+      attn::Options::DeviceArrays arrays{t.q_pad.data(), t.k_pad.data(), t.v_pad.data(),
+                                         step.backward ? t.given.o.data() : out.data(),
+                                         step.backward ? t.given.lse.data() : lse.data()};
+      if (step.backward)
+        arrays.dout = t.dout_pad.data(), arrays.dq = dq.data(), arrays.dk = dk.data(),
+        arrays.dv = dv.data();
+      o.inputs = nullptr;
+      o.backward_inputs = nullptr;
+      o.keep_outputs = false;
+      o.device_arrays = &arrays;
+      REQUIRE(attn::run_step(step, o).exit_code == 0);
+      if (!step.backward) {
+        CHECK(out == copied.o);
+        CHECK(lse == copied.lse);
+        continue;
+      }
+      CHECK(dk == copied.grads.dk);
+      CHECK(dv == copied.grads.dv);
+      deterministic = deterministic || rung == "deterministic" || rung.empty();
+      if (deterministic)
+        CHECK(dq == copied.grads.dq);
+      else  // added up by atomics in the order the blocks run
+        CHECK(std::all_of(dq.begin(), dq.end(), [&](attn::Bits16 v) {
+          return std::isfinite(attn::from_bits(v, p.dtype));
+        }));
+    }
   }
 }
 
