@@ -43,13 +43,14 @@ struct Options {
   bool instrumented = false;
   std::string model_gpu = "H100 SXM";
   // For a caller that holds the inputs (the Python binding, python/src/flashsteps.cpp): q, k, v
-  // taken from here instead of generated or loaded (refused if they hold NaN or Inf, as --load's),
-  // and O and LSE kept in RunOutcome.
+  // taken from here instead of generated or loaded (refused if they hold NaN or Inf outside a
+  // batch's padding, as --load's), and O and LSE kept in RunOutcome.
   const HostInputs* inputs = nullptr;
   bool keep_outputs = false;
   // A backward step's (StepInfo::backward) from the same caller: dO and the forward's O and LSE
-  // (common/reference.h; refused if dO or O hold NaN or Inf, or LSE NaN or +Inf), instead of dO
-  // drawn and O and LSE from the FP64 forward; with keep_outputs, dQ, dK and dV are kept.
+  // (common/reference.h; refused if dO or O hold NaN or Inf outside a batch's padding rows, or
+  // LSE NaN or +Inf), instead of dO drawn and O and LSE from the FP64 forward; with
+  // keep_outputs, dQ, dK and dV are kept.
   const BackwardInputs* backward_inputs = nullptr;
   // For a caller whose arrays are on the GPU already (the binding's CUDA arrays): the step reads
   // Q, K, V and writes O, LSE in place at these device addresses (AttentionParams' layouts, on

@@ -127,22 +127,31 @@ std::string check_scale(const Problem& p, const HostInputs& in) {
   return buf;
 }
 
-// "" or why a given 16-bit tensor is refused: the first NaN or Inf in it.
-std::string check_finite(const char* name, const std::vector<Bits16>& t, DType dtype) {
-  const int64_t n = int64_t(t.size());
+// "" or why a given 16-bit [batch][heads][rows][dim] tensor is refused: the first NaN or Inf in a
+// row its batch has. Rows past a batch's length (`lengths`; empty: every row is real) are its
+// padding, which no kernel and no reference reads: a padded KV cache may hold anything there.
+std::string check_finite(const char* name, const std::vector<Bits16>& t, const Problem& p, int rows,
+                         const std::vector<int>& lengths) {
+  const int64_t n = int64_t(t.size()), per_batch = n / p.batch;
   int64_t first = n;
 #pragma omp parallel for reduction(min : first) if (n >= kParallelElements)
   for (int64_t x = 0; x < n; ++x)
-    if (!std::isfinite(from_bits(t[x], dtype))) first = std::min(first, x);
+    if ((lengths.empty() || x / p.dim % rows < lengths[size_t(x / per_batch)]) &&
+        !std::isfinite(from_bits(t[x], p.dtype)))
+      first = std::min(first, x);
   if (first == n) return "";
   return std::string("tensor '") + name + "' holds NaN or Inf (first at flat index " +
          std::to_string(first) + ")";
 }
 
-// A loaded tensor holding NaN or Inf has no attention to check against: refused.
+// A loaded tensor holding NaN or Inf (outside its batches' padding) has no attention to check
+// against: refused.
 std::string check_finite(const Problem& p, const HostInputs& in) {
-  for (const auto& [name, t] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}})
-    if (std::string why = check_finite(name, *t, p.dtype); !why.empty()) return why;
+  if (std::string why = check_finite("q", in.q, p, p.seqlen_q, p.seqlens_q); !why.empty())
+    return why;
+  for (const auto& [name, t] : {std::pair{"k", &in.k}, {"v", &in.v}})
+    if (std::string why = check_finite(name, *t, p, p.seqlen_k, p.seqlens_k); !why.empty())
+      return why;
   return "";
 }
 
@@ -340,7 +349,8 @@ std::string check_finite(const Problem& p, const BackwardInputs& b) {
       int64_t(b.lse.size()) != p.lse_elements())
     throw std::logic_error("run_step: backward inputs of another problem's sizes");
   for (const auto& [name, t] : {std::pair{"dout", &b.dout}, {"o", &b.o}})
-    if (std::string why = check_finite(name, *t, p.dtype); !why.empty()) return why;
+    if (std::string why = check_finite(name, *t, p, p.seqlen_q, p.seqlens_q); !why.empty())
+      return why;
   for (size_t x = 0; x < b.lse.size(); ++x) {
     if (std::isnan(b.lse[x]) || b.lse[x] == INFINITY)
       return "tensor 'lse' holds NaN or +Inf (first at flat index " + std::to_string(x) + ")";

@@ -663,6 +663,32 @@ TEST_CASE("every kernel: NaN in a batch's padding queries and keys changes nothi
         }));
     }
   }
+  // Handed over as host arrays and checked, that padding is no NaN in the inputs either: accepted,
+  // and the results pass the FP64 check (NaN in a batch's real rows stays refused, in one line).
+  const attn::HostInputs padded{t.q_pad, t.k_pad, t.v_pad};
+  attn::BackwardInputs given = t.given;
+  given.dout = t.dout_pad;
+  for (const char* name : {"step3_fused", "step6_backward"}) {
+    const attn::StepInfo& step = step_named(name);
+    o.rung = o.variant = o.config = "";
+    o.check = true;
+    o.inputs = &padded;
+    o.backward_inputs = step.backward ? &given : nullptr;
+    o.keep_outputs = false;
+    o.device_arrays = nullptr;
+    const attn::RunOutcome r = attn::run_step(step, o);
+    INFO(name << ": " << r.message << r.row.check.first_failure);
+    CHECK(r.exit_code == 0);
+    CHECK(r.row.check.passed);
+  }
+  attn::HostInputs bad = padded;
+  bad.k[(size_t(p.heads_kv) * size_t(p.seqlen_k) + 32) * size_t(p.dim)] =
+      attn::to_bits(NAN, p.dtype);  // batch 1's last key
+  o.inputs = &bad;
+  o.backward_inputs = nullptr;
+  const attn::RunOutcome r = attn::run_step(step_named("step3_fused"), o);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains("tensor 'k' holds NaN or Inf"));
 }
 
 TEST_CASE("the shorter problems reach step 6's tiles", "[steps]") {

@@ -314,6 +314,21 @@ def test_strides_and_float_inputs_give_the_same_result():
         assert np.array_equal(o3, o.astype(np.float32)) and np.array_equal(lse3, lse)
 
 
+def test_padding_past_a_batchs_lengths_is_never_read():
+    """A padded batch (a KV cache made with torch.empty, say) may hold NaN past its lengths: the
+    same results, checked against the FP64 reference."""
+    q, k, v = fp16(B=2, Sq=40, Sk=70)
+    lengths = dict(seqlens_q=[40, 25], seqlens_k=[70, 33])
+    o, lse = flashsteps.attention(q, k, v, "step4_tensorcore", causal=True, **lengths)
+    qn, kn, vn = q.copy(), k.copy(), v.copy()
+    qn[1, :, 25:] = kn[1, :, 33:] = vn[1, :, 33:] = np.nan
+    for step in ("step0_reference", "step4_tensorcore"):
+        o2, lse2 = flashsteps.attention(qn, kn, vn, step, causal=True, check=True, **lengths)
+        assert not np.isnan(o2).any()
+        if step == "step4_tensorcore":
+            assert np.array_equal(o, o2) and np.array_equal(lse, lse2)
+
+
 def test_float64_is_rounded_once():
     """A float64 value halfway between two fp16 values after rounding to float32 first would round
     twice; the binding rounds float64 to fp16 at once, as NumPy does."""
