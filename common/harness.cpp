@@ -107,15 +107,26 @@ constexpr int64_t kParallelElements = int64_t(1) << 22;
 // Scores |scale * q.k| reach at most |scale| * dim * max|q| * max|k|; the kernels also multiply
 // them by log2(e) and subtract the row maximum, so twice that must stay finite in FP32. Returns ""
 // or why the scale is refused.
+// Whether element x of a [batch][heads][rows][dim] tensor of n elements lies in a row its batch
+// has: rows past a batch's length (`lengths`; empty: every row is real) are its padding, which no
+// kernel and no reference reads (a padded KV cache may hold anything there).
+bool real_row(const Problem& p, int64_t x, int64_t n, int rows, const std::vector<int>& lengths) {
+  return lengths.empty() || x / p.dim % rows < lengths[size_t(x / (n / p.batch))];
+}
+
 std::string check_scale(const Problem& p, const HostInputs& in) {
-  auto max_abs = [&](const std::vector<Bits16>& t) {
+  auto max_abs = [&](const std::vector<Bits16>& t, int rows, const std::vector<int>& lengths) {
     double m = 0;
     const int64_t n = int64_t(t.size());
 #pragma omp parallel for reduction(max : m) if (n >= kParallelElements)
-    for (int64_t x = 0; x < n; ++x) m = std::max(m, double(std::fabs(from_bits(t[x], p.dtype))));
+    for (int64_t x = 0; x < n; ++x)
+      if (real_row(p, x, n, rows, lengths))
+        m = std::max(m, double(std::fabs(from_bits(t[x], p.dtype))));
     return m;
   };
-  const double bound = std::fabs(double(p.softmax_scale())) * p.dim * max_abs(in.q) * max_abs(in.k);
+  const double bound = std::fabs(double(p.softmax_scale())) * p.dim *
+                       max_abs(in.q, p.seqlen_q, p.seqlens_q) *
+                       max_abs(in.k, p.seqlen_k, p.seqlens_k);
   if (bound * 2 * 1.4427 <= FLT_MAX) return "";
   char buf[400];
   std::snprintf(buf, sizeof buf,
@@ -128,16 +139,14 @@ std::string check_scale(const Problem& p, const HostInputs& in) {
 }
 
 // "" or why a given 16-bit [batch][heads][rows][dim] tensor is refused: the first NaN or Inf in a
-// row its batch has. Rows past a batch's length (`lengths`; empty: every row is real) are its
-// padding, which no kernel and no reference reads: a padded KV cache may hold anything there.
+// row its batch has (real_row).
 std::string check_finite(const char* name, const std::vector<Bits16>& t, const Problem& p, int rows,
                          const std::vector<int>& lengths) {
-  const int64_t n = int64_t(t.size()), per_batch = n / p.batch;
+  const int64_t n = int64_t(t.size());
   int64_t first = n;
 #pragma omp parallel for reduction(min : first) if (n >= kParallelElements)
   for (int64_t x = 0; x < n; ++x)
-    if ((lengths.empty() || x / p.dim % rows < lengths[size_t(x / per_batch)]) &&
-        !std::isfinite(from_bits(t[x], p.dtype)))
+    if (real_row(p, x, n, rows, lengths) && !std::isfinite(from_bits(t[x], p.dtype)))
       first = std::min(first, x);
   if (first == n) return "";
   return std::string("tensor '") + name + "' holds NaN or Inf (first at flat index " +

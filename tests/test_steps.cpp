@@ -663,9 +663,12 @@ TEST_CASE("every kernel: NaN in a batch's padding queries and keys changes nothi
         }));
     }
   }
-  // Handed over as host arrays and checked, that padding is no NaN in the inputs either: accepted,
-  // and the results pass the FP64 check (NaN in a batch's real rows stays refused, in one line).
-  const attn::HostInputs padded{t.q_pad, t.k_pad, t.v_pad};
+  // Handed over as host arrays and checked, that padding is no NaN in the inputs either, nor an
+  // Inf there a scale that overflows: accepted, and the results pass the FP64 check (NaN in a
+  // batch's real rows stays refused, in one line).
+  attn::HostInputs padded{t.q_pad, t.k_pad, t.v_pad};
+  padded.k[(size_t(p.heads_kv) * size_t(p.seqlen_k) + 40) * size_t(p.dim)] =
+      attn::to_bits(INFINITY, p.dtype);  // batch 1's key 40, of 33
   attn::BackwardInputs given = t.given;
   given.dout = t.dout_pad;
   for (const char* name : {"step3_fused", "step6_backward"}) {
