@@ -388,8 +388,14 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   for (int half = 0; half < 2; ++half) {
     state[half].l = kDropout ? attn::row_sum<4>(state[half].l) : l_acc[2 * half];
     // A row that sees no key (above a causal diagonal, or padding past its batch's query length)
-    // may still have run through unmasked tiles: it writes O = 0 and LSE = -inf.
-    if (end[half] == 0) state[half] = online_softmax::init<float>();
+    // may still have run through unmasked tiles: it writes O = 0 and LSE = -inf, whatever those
+    // tiles added (a padding row's Q is the caller's: NaN there made its accumulators NaN).
+    if (end[half] == 0) {
+      state[half] = online_softmax::init<float>();
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt)
+        o_acc[4 * dt + 2 * half] = o_acc[4 * dt + 2 * half + 1] = 0.0f;
+    }
     const int r = row0 + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
     const float inv_l = online_softmax::inv_sum(state[half]) * (kDropout ? drop.scale : 1.0f);

@@ -454,14 +454,16 @@ namespace {
 // Step 6's problem for the caller's arrays in place: two batches, GQA, causal, the second with 33
 // of 90 keys and 41 of 70 query rows; its inputs, dO and the forward's O and LSE (the FP64 one's),
 // Q and dO with NaN in that batch's padding rows (past its query length), and K and V with NaN in
-// its padding keys (past its key length).
+// its padding keys (past its key length). Or, not causal, the second with len_k of seqlen_k keys.
 struct InPlaceBackward {
   attn::Options o;
   attn::HostInputs in;
   std::vector<attn::Bits16> dout, q_pad, dout_pad, k_pad, v_pad;
   attn::BackwardInputs given;
-  InPlaceBackward(attn::DType dtype, float dropout) {
-    o.problem = attn_test::make(2, 4, 2, 70, 90, 64, dtype, true, {90, 33}, dropout);
+  InPlaceBackward(attn::DType dtype, float dropout, bool causal = true, int seqlen_k = 90,
+                  int len_k = 33) {
+    o.problem =
+        attn_test::make(2, 4, 2, 70, seqlen_k, 64, dtype, causal, {seqlen_k, len_k}, dropout);
     o.problem.seqlens_q = {70, 41};
     const attn::Problem& p = o.problem;
     o.backend = "cpu";
@@ -481,7 +483,7 @@ struct InPlaceBackward {
         }
     k_pad = in.k, v_pad = in.v;
     for (int h = 0; h < p.heads_kv; ++h)
-      for (int j = 33; j < p.seqlen_k; ++j)
+      for (int j = len_k; j < p.seqlen_k; ++j)
         for (int c = 0; c < p.dim; ++c) {
           const size_t x =
               (size_t(p.heads_kv + h) * size_t(p.seqlen_k) + size_t(j)) * size_t(p.dim) + size_t(c);
@@ -608,61 +610,67 @@ TEST_CASE("step 6's rungs: NaN in the padding rows past a batch's query length c
 // A batch's padding is the caller's memory, never read as a row or a key: NaN in Q past its query
 // length and in K and V past its key length (a KV cache filled by torch.empty, say) changes no bit
 // of any kernel's outputs, forward or backward. A key tile that runs past the batch's key length
-// must load those rows as zeros: its masked scores make P = 0 there, but P V adds 0 * NaN = NaN.
+// must load those rows as zeros: its masked scores make P = 0 there, but P V adds 0 * NaN = NaN;
+// and a padding row that ran through unmasked tiles (the second problem: its block's first row
+// sees 290 keys) must still write O = 0.
 TEST_CASE("every kernel: NaN in a batch's padding queries and keys changes nothing",
           "[steps][in_place]") {
-  InPlaceBackward t(attn::DType::fp16, 0.0f);
-  attn::Options& o = t.o;
-  const attn::Problem& p = o.problem;
-  bool deterministic = false;  // step 6's dQ is the same bits from run to run
-  for (const attn::StepInfo& step : all_kernel_steps()) {
-    // Every kernel of the step: its rungs (the last is the step), variants and configurations.
-    std::vector<std::array<std::string, 3>> kernels;  // rung, variant, config
-    for (const auto& rung : step.rungs) kernels.push_back({rung.name, "", ""});
-    for (const std::string& variant : step.variants) kernels.push_back({"", variant, ""});
-    for (const auto& config : step.configs) kernels.push_back({"", "", config.name});
-    if (kernels.empty()) kernels.push_back({"", "", ""});
-    for (const auto& [rung, variant, config] : kernels) {
-      o.rung = rung, o.variant = variant, o.config = config;
-      o.check = false;
-      o.inputs = &t.in;
-      o.backward_inputs = step.backward ? &t.given : nullptr;
-      o.keep_outputs = true;
-      o.device_arrays = nullptr;
-      const attn::RunOutcome copied = attn::run_step(step, o);
-      INFO(step.name << " rung '" << rung << "' variant '" << variant << "' config '" << config
-                     << "': " << copied.message);
-      REQUIRE(copied.exit_code == 0);
-      std::vector<attn::Bits16> out(p.q_elements()), dq(p.q_elements()), dk(p.kv_elements()),
-          dv(p.kv_elements());
-      std::vector<float> lse(size_t(p.lse_elements()));
-      attn::Options::DeviceArrays arrays{t.q_pad.data(), t.k_pad.data(), t.v_pad.data(),
-                                         step.backward ? t.given.o.data() : out.data(),
-                                         step.backward ? t.given.lse.data() : lse.data()};
-      if (step.backward)
-        arrays.dout = t.dout_pad.data(), arrays.dq = dq.data(), arrays.dk = dk.data(),
-        arrays.dv = dv.data();
-      o.inputs = nullptr;
-      o.backward_inputs = nullptr;
-      o.keep_outputs = false;
-      o.device_arrays = &arrays;
-      REQUIRE(attn::run_step(step, o).exit_code == 0);
-      if (!step.backward) {
-        CHECK(out == copied.o);
-        CHECK(lse == copied.lse);
-        continue;
+  InPlaceBackward t(attn::DType::fp16, 0.0f), wide(attn::DType::fp16, 0.0f, false, 300, 290);
+  for (InPlaceBackward* u : {&t, &wide}) {
+    attn::Options& o = u->o;
+    const attn::Problem& p = o.problem;
+    bool deterministic = false;  // step 6's dQ is the same bits from run to run
+    for (const attn::StepInfo& step : all_kernel_steps()) {
+      // Every kernel of the step: its rungs (the last is the step), variants and configurations.
+      std::vector<std::array<std::string, 3>> kernels;  // rung, variant, config
+      for (const auto& rung : step.rungs) kernels.push_back({rung.name, "", ""});
+      for (const std::string& variant : step.variants) kernels.push_back({"", variant, ""});
+      for (const auto& config : step.configs) kernels.push_back({"", "", config.name});
+      if (kernels.empty()) kernels.push_back({"", "", ""});
+      for (const auto& [rung, variant, config] : kernels) {
+        o.rung = rung, o.variant = variant, o.config = config;
+        o.check = false;
+        o.inputs = &u->in;
+        o.backward_inputs = step.backward ? &u->given : nullptr;
+        o.keep_outputs = true;
+        o.device_arrays = nullptr;
+        const attn::RunOutcome copied = attn::run_step(step, o);
+        INFO(step.name << " rung '" << rung << "' variant '" << variant << "' config '" << config
+                       << "': " << copied.message);
+        REQUIRE(copied.exit_code == 0);
+        std::vector<attn::Bits16> out(p.q_elements()), dq(p.q_elements()), dk(p.kv_elements()),
+            dv(p.kv_elements());
+        std::vector<float> lse(size_t(p.lse_elements()));
+        attn::Options::DeviceArrays arrays{u->q_pad.data(), u->k_pad.data(), u->v_pad.data(),
+                                           step.backward ? u->given.o.data() : out.data(),
+                                           step.backward ? u->given.lse.data() : lse.data()};
+        if (step.backward)
+          arrays.dout = u->dout_pad.data(), arrays.dq = dq.data(), arrays.dk = dk.data(),
+          arrays.dv = dv.data();
+        o.inputs = nullptr;
+        o.backward_inputs = nullptr;
+        o.keep_outputs = false;
+        o.device_arrays = &arrays;
+        REQUIRE(attn::run_step(step, o).exit_code == 0);
+        if (!step.backward) {
+          CHECK(out == copied.o);
+          CHECK(lse == copied.lse);
+          continue;
+        }
+        CHECK(dk == copied.grads.dk);
+        CHECK(dv == copied.grads.dv);
+        deterministic = deterministic || rung == "deterministic" || rung.empty();
+        if (deterministic)
+          CHECK(dq == copied.grads.dq);
+        else  // added up by atomics in the order the blocks run
+          CHECK(std::all_of(dq.begin(), dq.end(), [&](attn::Bits16 v) {
+            return std::isfinite(attn::from_bits(v, p.dtype));
+          }));
       }
-      CHECK(dk == copied.grads.dk);
-      CHECK(dv == copied.grads.dv);
-      deterministic = deterministic || rung == "deterministic" || rung.empty();
-      if (deterministic)
-        CHECK(dq == copied.grads.dq);
-      else  // added up by atomics in the order the blocks run
-        CHECK(std::all_of(dq.begin(), dq.end(), [&](attn::Bits16 v) {
-          return std::isfinite(attn::from_bits(v, p.dtype));
-        }));
     }
   }
+  attn::Options& o = t.o;
+  const attn::Problem& p = o.problem;
   // Handed over as host arrays and checked, that padding is no NaN in the inputs either, nor an
   // Inf there a scale that overflows: accepted, and the results pass the FP64 check (NaN in a
   // batch's real rows stays refused, in one line).
