@@ -48,7 +48,7 @@ struct Options {
   const HostInputs* inputs = nullptr;
   bool keep_outputs = false;
   // A backward step's (StepInfo::backward) from the same caller: dO and the forward's O and LSE
-  // (common/reference.h; refused if dO or O hold NaN or Inf outside a batch's padding rows, or
+  // (common/reference.h; refused if, outside a batch's padding rows, dO or O hold NaN or Inf or
   // LSE NaN or +Inf), instead of dO drawn and O and LSE from the FP64 forward; with
   // keep_outputs, dQ, dK and dV are kept.
   const BackwardInputs* backward_inputs = nullptr;

@@ -351,8 +351,8 @@ class DeviceBackward {
   RunContext::BackwardTensors tensors_{};
 };
 
-// Why the caller's backward inputs cannot run ("" if they can): NaN or Inf in dO or O, NaN or +Inf
-// in LSE (-inf is a row that sees no key).
+// Why the caller's backward inputs cannot run ("" if they can): in a batch's real rows, NaN or Inf
+// in dO or O, NaN or +Inf in LSE (-inf is a row that sees no key).
 std::string check_finite(const Problem& p, const BackwardInputs& b) {
   if (int64_t(b.dout.size()) != p.q_elements() || int64_t(b.o.size()) != p.q_elements() ||
       int64_t(b.lse.size()) != p.lse_elements())
@@ -361,9 +361,10 @@ std::string check_finite(const Problem& p, const BackwardInputs& b) {
     if (std::string why = check_finite(name, *t, p, p.seqlen_q, p.seqlens_q); !why.empty())
       return why;
   for (size_t x = 0; x < b.lse.size(); ++x) {
+    const int i = int(x % size_t(p.seqlen_q)), bb = int(x / size_t(p.seqlen_q) / size_t(p.heads));
+    if (i >= p.query_length(bb)) continue;  // a padding row's: never read
     if (std::isnan(b.lse[x]) || b.lse[x] == INFINITY)
       return "tensor 'lse' holds NaN or +Inf (first at flat index " + std::to_string(x) + ")";
-    const int i = int(x % size_t(p.seqlen_q)), bb = int(x / size_t(p.seqlen_q) / size_t(p.heads));
     if (b.lse[x] == -INFINITY && p.row_keys_end(bb, i) > 0)  // P = exp(s - LSE) would be inf
       return "tensor 'lse' is -inf at flat index " + std::to_string(x) +
              ", a row that sees keys (is it the forward's, with the same mask and lengths?)";

@@ -617,6 +617,11 @@ TEST_CASE("every kernel: NaN in a batch's padding queries and keys changes nothi
           "[steps][in_place]") {
   InPlaceBackward t(attn::DType::fp16, 0.0f), wide(attn::DType::fp16, 0.0f, false, 300, 290);
   for (InPlaceBackward* u : {&t, &wide}) {
+    const attn::Problem& q = u->o.problem;  // the forward's LSE too may be anything there
+    std::vector<float> lse_pad = u->given.lse;
+    for (int h = 0; h < q.heads; ++h)
+      for (int i = q.seqlens_q[1]; i < q.seqlen_q; ++i)
+        lse_pad[size_t(q.heads + h) * size_t(q.seqlen_q) + size_t(i)] = NAN;
     attn::Options& o = u->o;
     const attn::Problem& p = o.problem;
     bool deterministic = false;  // step 6's dQ is the same bits from run to run
@@ -643,7 +648,7 @@ TEST_CASE("every kernel: NaN in a batch's padding queries and keys changes nothi
         std::vector<float> lse(size_t(p.lse_elements()));
         attn::Options::DeviceArrays arrays{u->q_pad.data(), u->k_pad.data(), u->v_pad.data(),
                                            step.backward ? u->given.o.data() : out.data(),
-                                           step.backward ? u->given.lse.data() : lse.data()};
+                                           step.backward ? lse_pad.data() : lse.data()};
         if (step.backward)
           arrays.dout = u->dout_pad.data(), arrays.dq = dq.data(), arrays.dk = dk.data(),
           arrays.dv = dv.data();
@@ -679,6 +684,9 @@ TEST_CASE("every kernel: NaN in a batch's padding queries and keys changes nothi
       attn::to_bits(INFINITY, p.dtype);  // batch 1's key 40, of 33
   attn::BackwardInputs given = t.given;
   given.dout = t.dout_pad;
+  for (int h = 0; h < p.heads; ++h)
+    for (int i = 41; i < p.seqlen_q; ++i)
+      given.lse[size_t(p.heads + h) * size_t(p.seqlen_q) + size_t(i)] = NAN;
   for (const char* name : {"step3_fused", "step6_backward"}) {
     const attn::StepInfo& step = step_named(name);
     o.rung = o.variant = o.config = "";
