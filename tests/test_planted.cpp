@@ -36,6 +36,10 @@ namespace step5_wrong_stage::cpu {  // S = Q K^T from the slot after the tile's
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 
+namespace step5_padding_barrier::cpu {  // rung 5.3's zero_padding without its named barrier
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+
 namespace step6::cpu {  // the step itself, for contrast
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -111,6 +115,23 @@ TEST_CASE("a Hopper kernel that releases its last slot before the wait is report
     CHECK_THAT(r, Catch::Contains("mbarrier.arrive at " + file + ":" + std::to_string(arrive)) &&
                       Catch::Contains("mbarrier empty") &&
                       Catch::Contains("no wgmma.wait_group has retired it"));
+  }
+}
+
+TEST_CASE("Hopper consumers that zero a batch's padding keys without their barrier are reported",
+          "[planted]") {
+  // Each warpgroup zeroes its share of the V rows past the batch's key length and fences them;
+  // without the barrier, the other warpgroup's P V wgmma reads them unordered.
+  const std::string file = "step5_warpspecialized/rung3_warpgroups.cu";
+  const int pv = line_of(file, "attn::wgmma_rs<D, T, true>(o_acc, p_frag[kc], vd, true);");
+  REQUIRE(pv > 0);
+  const attn::StepInfo step{.name = "rung 5.3 (planted)", .cpu = &step5_padding_barrier::cpu::run};
+  attn::Problem p = attn_test::make(2, 2, 1, 70, 300, 64, attn::DType::bf16, false, {300, 100});
+  for (const char* schedule : {"forward", "greedy"}) {
+    const std::string r = attn_test::run_boundary(step, "", "", p, 64, schedule);
+    INFO(schedule << ": " << r);
+    CHECK_THAT(r, Catch::Contains("wgmma.mma_async at " + file + ":" + std::to_string(pv)) &&
+                      Catch::Contains("does not happen before this wgmma"));
   }
 }
 
