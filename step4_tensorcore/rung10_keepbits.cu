@@ -112,6 +112,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     end[half] = attn::row_keys_end(p, b, i0 + warp * 16 + g + 8 * half);
   const int block_end = attn::tile_keys_end(p, b, i0, Br);
   const int n_tiles = (block_end + Bc - 1) / Bc;
+  const int n_whole = block_end / Bc;  // tiles with no row past block_end: copied unchecked
   // Tiles every row of the block sees in full need no mask: the block's first row sees the
   // fewest keys (padding rows past the batch's query length see none, but they also skip the
   // unmasked tiles' result: see the epilogue).
@@ -177,12 +178,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     // Start copying tile n + kStages - 1 into the stage tile n - 1 used while this one is
     // computed. Only the block's last tile can have rows to zero-fill, those past block_end (past
     // the batch's key length they are its padding, perhaps NaN: P V would add 0 * NaN = NaN), so
-    // only it is copied with bounds checks.
+    // only a tile that ends past block_end is copied with bounds checks.
     if (n + kStages - 1 < n_tiles) {
       const int next = j0 + (kStages - 1) * Bc;
       T* k_next = Ks + (stage + kStages - 1) % kStages * Tile<D>::elements(Bc);
       T* v_next = Vs + (stage + kStages - 1) % kStages * Tile<D>::elements(Bc);
-      if (n + kStages < n_tiles) {  // not the last tile
+      if (n + kStages <= n_whole) {  // a whole tile
         kv_copy.template issue<true>(k_next, k_tile += Bc * D);
         kv_copy.template issue<true>(v_next, v_tile += Bc * D);
       } else {
