@@ -104,9 +104,6 @@ class Progress {
 // spin for longer than the loop takes).
 constexpr int64_t kParallelElements = int64_t(1) << 22;
 
-// Scores |scale * q.k| reach at most |scale| * dim * max|q| * max|k|; the kernels also multiply
-// them by log2(e) and subtract the row maximum, so twice that must stay finite in FP32. Returns ""
-// or why the scale is refused.
 // Whether element x of a [batch][heads][rows][dim] tensor of n elements lies in a row its batch
 // has: rows past a batch's length (`lengths`; empty: every row is real) are its padding, which no
 // kernel and no reference reads (a padded KV cache may hold anything there).
@@ -114,6 +111,9 @@ bool real_row(const Problem& p, int64_t x, int64_t n, int rows, const std::vecto
   return lengths.empty() || x / p.dim % rows < lengths[size_t(x / (n / p.batch))];
 }
 
+// Scores |scale * q.k| reach at most |scale| * dim * max|q| * max|k|; the kernels also multiply
+// them by log2(e) and subtract the row maximum, so twice that must stay finite in FP32. Returns ""
+// or why the scale is refused.
 std::string check_scale(const Problem& p, const HostInputs& in) {
   auto max_abs = [&](const std::vector<Bits16>& t, int rows, const std::vector<int>& lengths) {
     double m = 0;
