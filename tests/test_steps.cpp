@@ -581,8 +581,8 @@ TEST_CASE("every kernel: NaN in a batch's padding queries and keys changes nothi
         lse_pad[size_t(q.heads + h) * size_t(q.seqlen_q) + size_t(i)] = NAN;
     attn::Options& o = u->o;
     const attn::Problem& p = o.problem;
-    bool deterministic = false;  // step 6's dQ is the same bits from run to run
     for (const attn::StepInfo& step : all_kernel_steps()) {
+      bool deterministic = false;  // step 6's dQ is the same bits from run to run (from this on)
       // Every kernel of the step: its rungs (the last is the step), variants and configurations.
       std::vector<std::array<std::string, 3>> kernels;  // rung, variant, config
       for (const auto& rung : step.rungs) kernels.push_back({rung.name, "", ""});
