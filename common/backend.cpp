@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "common/check.h"
 #include "common/memory.h"
@@ -151,6 +153,48 @@ bool device_properties(int device, cudaDeviceProp& prop) {
   return true;
 }
 
+// Host-to-device copies on a caller's stream, which the call must not wait on: from pageable
+// memory cudaMemcpyAsync may wait for the stream first (the CUDA Runtime API's "API
+// synchronization behavior"), from pinned memory it does not. The bytes go into a block of pinned
+// memory, copied from there in the stream's order; a block is taken again once the event recorded
+// after its copy has completed. The pool is the process's, a list per device, never given back.
+void staged_upload(int device, void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  struct Block {
+    void* host;
+    size_t bytes;
+    cudaEvent_t copied;  // recorded after the block's last copy
+  };
+  static std::mutex mutex;
+  static std::map<int, std::vector<Block>> pools;
+  std::lock_guard lock(mutex);
+  std::vector<Block>& pool = pools[device];
+  Block* block = nullptr;
+  for (Block& b : pool) {
+    if (b.bytes < bytes) continue;
+    const cudaError_t done = cudaEventQuery(b.copied);
+    if (done == cudaErrorNotReady) {
+      cudaGetLastError();  // not an error: the copy is in flight (clear it)
+      continue;
+    }
+    ATTN_CUDA_CHECK(done);
+    block = &b;
+    break;
+  }
+  if (block == nullptr) {
+    Block b{nullptr, std::max<size_t>(bytes, 4096), nullptr};
+    ATTN_CUDA_CHECK(cudaHostAlloc(&b.host, b.bytes, cudaHostAllocDefault));
+    if (const cudaError_t err = cudaEventCreateWithFlags(&b.copied, cudaEventDisableTiming);
+        err != cudaSuccess) {
+      cudaFreeHost(b.host);
+      ATTN_CUDA_CHECK(err);
+    }
+    block = &pool.emplace_back(b);
+  }
+  std::memcpy(block->host, src, bytes);
+  ATTN_CUDA_CHECK(cudaMemcpyAsync(dst, block->host, bytes, cudaMemcpyHostToDevice, stream));
+  ATTN_CUDA_CHECK(cudaEventRecord(block->copied, stream));
+}
+
 // The GPU backend exists only in a build with the CUDA toolkit (ATTN_HAVE_GPU); a CPU-only build
 // has no cudart to call.
 class GpuBackend final : public Backend {
@@ -205,12 +249,13 @@ class GpuBackend final : public Backend {
     ATTN_CUDA_CHECK(cudaDriverGetVersion(&v));
     return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
   }
-  // On the caller's stream, memory is allocated and freed in the stream's order (the stream-ordered
-  // allocator), so that a buffer freed after a launch is not reused before the launch ends.
+  // On the caller's stream (the default one included), memory is allocated and freed in the
+  // stream's order (the stream-ordered allocator), so that a buffer freed after a launch is not
+  // reused before the launch ends; alloc and release choose by the same flag.
   void* alloc(size_t bytes, const std::string& label) override {
     void* ptr = nullptr;
     const cudaError_t err =
-        stream_ ? cudaMallocAsync(&ptr, bytes, stream_) : cudaMalloc(&ptr, bytes);
+        stream_ordered_ ? cudaMallocAsync(&ptr, bytes, stream_) : cudaMalloc(&ptr, bytes);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clear it
       size_t free = 0, total = 0;
@@ -226,9 +271,14 @@ class GpuBackend final : public Backend {
     else
       cudaFree(ptr);
   }
-  // From pageable host memory the copy is staged before the call returns: `src` may go at once.
+  // `src` may go as soon as the call returns. On the caller's stream the copy is staged through
+  // pinned memory, so that the call does not wait for the stream (staged_upload); the steps'
+  // programs, which wait for every run anyway, copy from where the bytes are.
   void upload(void* dst, const void* src, size_t bytes) override {
-    ATTN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    if (stream_ordered_)
+      staged_upload(device_, dst, src, bytes, stream_);
+    else
+      ATTN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
   }
   void download(void* dst, const void* src, size_t bytes) override {
     ATTN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));

@@ -153,11 +153,26 @@ def test_strided_misaligned_and_float32_arrays_are_copied_once_on_the_device(tor
     agree(o, lse, ref_o.float().numpy(), ref_lse.numpy())
 
 
-def test_the_call_queues_on_the_current_stream_and_does_not_wait(torch):
-    q, k, v = problem(torch, B=1, H=2, Hkv=2, Sq=64, Sk=64)
-    ref_o, ref_lse = flashsteps.attention(q.cpu(), k.cpu(), v.cpu(), "step3_fused")
+@pytest.mark.parametrize("call", ["forward", "per-batch lengths", "backward"])
+def test_the_call_queues_on_the_current_stream_and_does_not_wait(torch, call):
+    # Per-batch lengths are copied to the device too (through pinned memory, which does not wait:
+    # common/backend.cpp), and the backward launches several kernels and takes scratch memory.
+    q, k, v = problem(torch, B=2, H=2, Hkv=2, Sq=64, Sk=64)
+    kwargs = dict(seqlens_k=[64, 17]) if call == "per-batch lengths" else {}
+    if call == "backward":
+        o, lse = flashsteps.attention(q, k, v, "step4_tensorcore")
+        dout = torch.rand_like(o) - 0.5
+
+        def run(*arrays):
+            return flashsteps.attention_backward(*arrays, **kwargs)
+        arrays = (q, k, v, o, lse, dout)
+    else:
+        def run(*arrays):
+            return flashsteps.attention(*arrays, "step3_fused", **kwargs)
+        arrays = (q, k, v)
+    ref = run(*(a.cpu() for a in arrays))
     # Once before: the first launch of a kernel loads it (CUDA's lazy loading), which may wait.
-    flashsteps.attention(q, k, v, "step3_fused")
+    run(*arrays)
     torch.cuda.synchronize()
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
@@ -165,14 +180,19 @@ def test_the_call_queues_on_the_current_stream_and_does_not_wait(torch):
         # for the stream, or copied through the host, would return after them.
         torch.cuda._sleep(1_000_000_000)
         t0 = time.perf_counter()
-        o, lse = flashsteps.attention(q, k, v, "step3_fused")
+        got = run(*arrays)
         returned_after = time.perf_counter() - t0
         done = torch.cuda.Event()
         done.record()
     assert not done.query(), "the stream was idle when the call returned: nothing was queued"
     assert returned_after < 0.25, f"the call took {returned_after:.3f} s: it waited"
     stream.synchronize()
-    agree(o.float(), lse, ref_o.float().numpy(), ref_lse.numpy())
+    if call == "backward":
+        for g, want in zip(got, ref):
+            err = (g.float().cpu() - want.float()).abs().max().item()
+            assert err <= 1e-2 * want.float().abs().max().item() + 1e-3, err
+    else:
+        agree(got[0].float(), got[1], ref[0].float().numpy(), ref[1].numpy())
 
 
 def test_check_and_bad_input_on_a_cuda_array(torch):
