@@ -465,39 +465,65 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
 
 namespace {
 
+// The bytes a run must move at least: what it reads and writes once each. The forward reads Q, K
+// and V and writes O and LSE; the backward reads Q, K, V, O, dO and LSE and writes dQ, dK and dV.
+double run_bytes(const Problem& p, bool backward) {
+  const double q = double(p.q_elements()), kv = double(p.kv_elements());
+  return backward ? 2.0 * (4 * q + 4 * kv) + 4.0 * p.lse_elements()
+                  : 2.0 * (2 * q + 2 * kv) + 4.0 * p.lse_elements();
+}
+
 // How many copies of a problem's buffers the timed runs rotate through: enough for three times the
 // backend's L2 cache (at most 64), so that no run finds its inputs in L2 where the run before left
-// them; 1 where the backend has no L2 to speak of (the CPU) or the problem alone is that large.
-int input_sets(const Backend& be, const Problem& p) {
+// them; 1 where the backend has no L2 to speak of (the CPU) or one run's bytes alone are that many.
+// scripts/bench_torch.py's input_sets is the same rule, for SDPA's rows.
+int input_sets(const Backend& be, double bytes) {
   const double l2 = double(be.l2_bytes());
-  const double bytes = 2.0 * (2 * p.q_elements() + 2 * p.kv_elements()) + 4.0 * p.lse_elements();
   if (l2 <= 0 || bytes >= 3 * l2) return 1;
   return int(std::min(64.0, std::ceil(3 * l2 / bytes)));
 }
 
 // The timed runs: `warmup` untimed samples, then `iters` timed ones; the median sample, in
 // milliseconds per run (0 when iters is 0). A sample runs the step once on every input set
-// (input_sets: `dev` and copies of `in` at other addresses) between one pair of events and takes
-// the mean, so that even a kernel of a few microseconds is timed over many back-to-back launches;
-// with one set the L2 is flushed before each sample instead, outside the timed window.
-// A backward step times its one set (its dO and gradients are in the RunContext, not the problem).
-double time_runs(Backend& be, const Problem& p, const HostInputs& in, const DeviceProblem& dev,
-                 StepFn run, RunContext& ctx, int warmup, int iters) {
+// (input_sets: `dev` and copies of `in` at other addresses; a backward step's with copies of its
+// dO, O and LSE, `bin`, and gradients of their own) between one pair of events and takes the
+// mean, so that even a kernel of a few microseconds is timed over many back-to-back launches;
+// with one set the L2 is flushed before each sample instead, outside the timed window. The forward
+// and the backward are timed by the same rule (docs/benchmarking.md).
+double time_runs(Backend& be, const Problem& p, const HostInputs& in, const BackwardInputs* bin,
+                 const DeviceProblem& dev, StepFn run, RunContext& ctx, int warmup, int iters) {
   if (warmup + iters == 0) return 0;
-  std::vector<std::unique_ptr<DeviceProblem>> copies;
-  for (int s = 1; ctx.backward == nullptr && s < input_sets(be, p); ++s)
-    copies.push_back(std::make_unique<DeviceProblem>(be, p, in));
-  std::vector<const AttentionParams*> sets = {&dev.params()};
-  for (const auto& c : copies) sets.push_back(&c->params());
+  struct Copy {
+    std::unique_ptr<DeviceProblem> problem;
+    std::unique_ptr<DeviceBackward> grads;
+  };
+  std::vector<Copy> copies;
+  for (int s = 1; s < input_sets(be, run_bytes(p, bin != nullptr)); ++s) {
+    Copy c{std::make_unique<DeviceProblem>(be, p, in), nullptr};
+    if (bin != nullptr) c.grads = std::make_unique<DeviceBackward>(be, p, *c.problem, *bin);
+    copies.push_back(std::move(c));
+  }
+  struct Set {
+    const AttentionParams* params;
+    const RunContext::BackwardTensors* grads;  // null for a forward step
+  };
+  const RunContext::BackwardTensors* own = ctx.backward;
+  std::vector<Set> sets = {{&dev.params(), own}};
+  for (const Copy& c : copies)
+    sets.push_back({&c.problem->params(), c.grads ? c.grads->tensors() : nullptr});
   auto sample = [&] {
     if (sets.size() == 1) be.flush_l2();
     return be.time_ms([&] {
-      for (const AttentionParams* params : sets) run(*params, ctx);
+      for (const Set& s : sets) {
+        ctx.backward = s.grads;
+        run(*s.params, ctx);
+      }
     }) / double(sets.size());
   };
   for (int i = 0; i < warmup; ++i) sample();
   std::vector<double> times;
   for (int i = 0; i < iters; ++i) times.push_back(sample());
+  ctx.backward = own;
   return times.empty() ? 0 : median(times);
 }
 
@@ -810,7 +836,8 @@ RunOutcome run_kernel(const StepInfo& step, const Options& opt, const std::strin
       if (opt.keep_outputs) out.o = std::move(o), out.lse = std::move(lse);
     }
 
-    const double timed_ms = time_runs(*be, p, in, *dev, run, ctx, warmup, iters);
+    const double timed_ms =
+        time_runs(*be, p, in, step.backward ? &bin : nullptr, *dev, run, ctx, warmup, iters);
     row.time_ms = iters == 0 ? checked_ms : timed_ms;
     const double flops = step.backward ? p.backward_flops() : p.flops();
     row.tflops = row.time_ms > 0 ? flops / (row.time_ms * 1e-3) / 1e12 : 0;

@@ -11,9 +11,12 @@ torch_sdpa_<backend>. Needs PyTorch with CUDA and a GPU; without them it says wh
 Timing is the steps' own method (common/harness.cpp, time_runs): a sample runs SDPA once on each of
 as many copies of the inputs as make three times the L2 cache (at most 64), between one pair of
 CUDA events, and takes the mean; the row's time is the median of --iters samples after --warmup.
+The backward's sets are counted by the same rule over what a backward reads and writes (Q, K, V,
+O, dO, dQ, dK, dV, LSE), each set with its own forward's O and dO, run once before the timing.
 The calls of a sample are captured once in a CUDA graph and replayed, so that Python's dispatch
 (tens of microseconds a call) is not timed; where a backend cannot be captured they are called one
-by one, and the log says so. --budget stops starting new shapes after that many seconds (exit 3).
+by one, and the log says so. --budget stops starting new shapes after that many seconds, counted
+from when PyTorch has found the GPU (exit 3).
 """
 import argparse
 import datetime
@@ -68,11 +71,13 @@ def read_shapes(path):
     return out
 
 
-def input_sets(s, l2_bytes):
-    """As common/harness.cpp's input_sets: copies for three times the L2 cache, at most 64."""
-    elements = (2 * s["batch"] * s["heads"] * s["seqlen_q"] * s["dim"]
-                + 2 * s["batch"] * s["heads_kv"] * s["seqlen_k"] * s["dim"])
-    size = 2 * elements + 4 * s["batch"] * s["heads"] * s["seqlen_q"]
+def input_sets(s, l2_bytes, backward=False):
+    """As common/harness.cpp's input_sets: copies for three times the L2 cache, at most 64, of
+    what one run reads and writes (run_bytes: the forward Q, K, V, O and LSE; the backward Q, K,
+    V, O, dO, dQ, dK, dV and LSE)."""
+    q = s["batch"] * s["heads"] * s["seqlen_q"] * s["dim"]
+    kv = s["batch"] * s["heads_kv"] * s["seqlen_k"] * s["dim"]
+    size = 2 * ((4 if backward else 2) * (q + kv)) + 4 * s["batch"] * s["heads"] * s["seqlen_q"]
     if l2_bytes <= 0 or size >= 3 * l2_bytes:
         return 1
     return min(64, math.ceil(3 * l2_bytes / size))
@@ -88,7 +93,7 @@ def time_sdpa(torch, F, s, backend, iters, warmup, l2_bytes, backward=False):
         return (torch.rand(s["batch"], heads, seq, s["dim"], device="cuda", dtype=dtype,
                            generator=gen) * 2 - 0.5).requires_grad_(backward)
     # The backward's sets also hold dO (U(-1, 1), as make_dout's) and the forward's O.
-    n_sets = input_sets(s, l2_bytes) if not backward else 1  # as the harness: one set, L2 flushed
+    n_sets = input_sets(s, l2_bytes, backward)
     sets = [(tensor(s["heads"], s["seqlen_q"]), tensor(s["heads_kv"], s["seqlen_k"]),
              tensor(s["heads_kv"], s["seqlen_k"])) for _ in range(n_sets)]
     flush = torch.empty(2 * max(l2_bytes, 1 << 20), dtype=torch.uint8, device="cuda")
@@ -96,11 +101,14 @@ def time_sdpa(torch, F, s, backend, iters, warmup, l2_bytes, backward=False):
     a, b = (torch.cuda.Event(enable_timing=True) for _ in range(2))
     side = torch.cuda.Stream()
     forwards = []  # the backward's: (O, dO) of each set
+    grads = []  # the backward's dQ, dK and dV of each call, kept: each set writes its own, as the
+    # steps' sets do
 
     def calls():
         if backward:  # autograd runs each backward kernel on its forward's stream: `side`
+            grads.clear()
             for (q, k, v), (o, do) in zip(sets, forwards):
-                torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+                grads.append(torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
             return
         for q, k, v in sets:
             F.scaled_dot_product_attention(q, k, v, is_causal=s["causal"], **gqa)
@@ -156,14 +164,14 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--budget", type=float, default=0,
-                    help="seconds after which no new shape is started (exit status 3)")
+                    help="seconds, from when PyTorch has found the GPU, after which no new shape "
+                         "is started (exit status 3)")
     ap.add_argument("--require-gpu", action="store_true",
                     help="exit 1 instead of 0 where PyTorch or its GPU is missing")
     ap.add_argument("--backward", action="store_true",
                     help="time each backend's backward (rows torch_sdpa_<backend>_backward, "
                          "2.5 times the forward's FLOPs, as step 6's)")
     args = ap.parse_args()
-    started = time.monotonic()
     wanted = args.backends.split(",")
     if any(b not in BACKENDS for b in wanted):
         ap.error(f"--backends {args.backends}: each one of {', '.join(BACKENDS)}")
@@ -178,6 +186,8 @@ def main():
     if not torch.cuda.is_available():
         print("bench_torch: no PyTorch SDPA baselines: torch.cuda.is_available() is False")
         return 1 if args.require_gpu else 0
+    torch.cuda.init()
+    started = time.monotonic()  # --budget counts from here: importing PyTorch takes seconds
 
     import csv
     columns = csv_columns([args.suite, "run", "step0_reference"] if args.suite
