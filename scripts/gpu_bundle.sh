@@ -19,10 +19,12 @@
 #                         which the run's stage e runs
 #   share/                step 4's tuned table; cpu_counts.csv, what the CPU backend counts for
 #                         each kernel at the shape Nsight Compute profiles (gpu_report.py NCU_SHAPE)
-#   scripts/              gpu_run.sh, and the scripts it calls (gpu_report.py, bench_torch.py)
-#   MANIFEST              commit, architecture, toolkit, the newest glibc symbol needed, every file
-# It prints its size; the packed bundle for one architecture stays under 48 MiB (the device machine
-# takes 64 with the repository). Exit status 2, with one line, for an architecture this toolkit
+#   scripts/              gpu_run.sh, the scripts it runs and every script they import
+#                         (scripts/bundled_scripts.py finds them)
+#   MANIFEST              commit, architecture, toolkit, the newest glibc symbol needed, the Python
+#                         the package is built for, every file
+# It prints its size, packed and with the working tree beside it, and exits 1 where the two would
+# be over the 64 MiB a GPU call carries. Exit status 2, with one line, for an architecture this toolkit
 # lacks, a PY that is not a Python, an OUTDIR that is neither new, empty nor a bundle, or one that
 # cannot be written.
 set -euo pipefail
@@ -124,8 +126,11 @@ while read -r name _ path _; do
   carried+=("$name")
 done < <(ldd "${binaries[@]}" | grep '=>' | sort -u -k1,1)
 cp step4_tensorcore/tuned_configs.csv "$out/share/"
-cp scripts/gpu_run.sh scripts/gpu_report.py scripts/bench_torch.py scripts/bench.py scripts/markers.py \
-  scripts/profile.py "$out/scripts/"
+# gpu_run.sh and every script it runs or they import, found by reading them (a script that starts
+# to import another takes it along).
+mapfile -t scripts < <(python3 scripts/bundled_scripts.py)
+((${#scripts[@]} > 1)) || fail "scripts/bundled_scripts.py found no scripts"
+cp "${scripts[@]/#/scripts/}" "$out/scripts/"
 
 # What the CPU backend counts for each kernel at ncu's shape (the counted copies, bin/counted/).
 shape=$(sed -n 's/^NCU_SHAPE = "\(.*\)"$/\1/p' scripts/gpu_report.py)
@@ -141,6 +146,11 @@ else
   echo "gpu_bundle: this build has no counted copies (g++ builds them): the counters table will have no CPU column"
 fi
 
+# The Python the package's extension is built for (gpu_run.sh looks for that version first).
+python_abi=""
+for so in "$out"/python/flashsteps/_core.cpython-*.so; do
+  [[ $so =~ cpython-3([0-9]+)- ]] && python_abi=3.${BASH_REMATCH[1]}
+done
 glibc=$(objdump -T "$out/bin/attn_suite" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 [[ -z $(git status --porcelain 2>/dev/null) ]] || commit+="-dirty"
@@ -153,6 +163,7 @@ toolkit=$("$build/bin/attn_suite" build | sed -n 's/^toolkit: //p')
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(ldd --version | head -1)"
   echo "needs: $glibc or newer; the CUDA driver; cuBLAS (libcublas.so.${toolkit%%.*}) for the baseline"
   echo "carried libraries: ${carried[*]:-none}"
+  echo "python: ${python_abi:-none (no Python package)}"
   echo "files:"
   (cd "$out" && find . -type f ! -name MANIFEST -printf '  %P %s\n' | sort)
 } >"$out/MANIFEST"
@@ -165,9 +176,15 @@ if [[ -z $from ]]; then
   tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$out.tar.xz"
   size=$(stat -c %s "$out.tar.xz")
   mib=$(( (size + 1048575) / 1048576 ))
-  echo "gpu_bundle: $out.tar.xz: $mib MiB, the copy to carry to the GPU machine"
-  if (( size > 48 * 1048576 )); then
-    echo "gpu_bundle: $mib MiB is over the 48 MiB a bundle may take beside the repository" >&2
+  # What a GPU call carries: the working tree (tracked files and untracked ones git does not
+  # ignore) and the packed bundle, 64 MiB together at most (docs/gpus.md).
+  tree=$(git ls-files -z --cached --others --exclude-standard 2>/dev/null |
+    xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')
+  total=$(( (size + tree + 1048575) / 1048576 ))
+  echo "gpu_bundle: $out.tar.xz: $mib MiB, the copy to carry to the GPU machine;" \
+    "with the working tree ($(( (tree + 1048575) / 1048576 )) MiB) $total MiB of the 64 a GPU call carries"
+  if (( size + tree > 64 * 1048576 )); then
+    echo "gpu_bundle: $total MiB is over the 64 MiB a GPU call carries: the bundle would not travel" >&2
     exit 1
   fi
 fi
