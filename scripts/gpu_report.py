@@ -4,7 +4,7 @@ Nsight Compute stage and its table beside the CPU backend's counts, and the repo
 
     gpu_report.py shapes ladder|fa                       the shapes files' lines
     gpu_report.py ncu BUNDLE OUT.csv --budget S --suite ATTN_SUITE [--rehearse]
-    gpu_report.py summary BUNDLE OUTDIR WORKDIR          README.md, run.json, chart.png
+    gpu_report.py summary BUNDLE OUTDIR WORKDIR [--no-chart]   README.md, run.json, chart.png
     gpu_report.py readme README.md [RESULTS_DIR ...]     the README's GPU results block
     gpu_report.py chapters RESULTS_DIR [--check]         each chapter's GPU table (<!-- gpu -->)
 
@@ -295,9 +295,8 @@ def is_ladder(r):
 
 
 def timing_section(rows, peaks):
-    """Every kernel at the ladder's shapes (time, TFLOPS, the two shares), then the grid's TFLOPS
-    with a column per kernel, one table per dtype; then the backward's (backward_section)."""
-    back = [r for r in rows if bench.is_backward(r)]
+    """Every forward kernel at the ladder's shapes (time, TFLOPS, the two shares), then the grid's
+    TFLOPS with a column per kernel, one table per dtype (the backward's: backward_section)."""
     rows = [r for r in rows if not bench.is_backward(r)]
     if not rows:
         return "No timings (the stage did not run or wrote nothing)."
@@ -336,14 +335,13 @@ def timing_section(rows, peaks):
                    + table(["shape"] + names,
                            [[sh] + [cell.get((sh, n), "") for n in names]
                             for sh in dict.fromkeys(shape_of(r) for r in mine)]))
-    out.append(backward_section(back, mm))
     return "\n\n".join(out)
 
 
 def backward_section(rows, mm):
     """The backward pass at the ladder's shapes: step 6's own kernel and its rungs in the ladder's
     order, then SDPA's backends' backward, each row's time, TFLOPS and share of the bf16 rate."""
-    ladder = [r for r in rows if is_ladder(r)]
+    ladder = [r for r in rows if is_ladder(r) and bench.is_backward(r)]
     if not ladder:
         return "**The backward pass**: no timings (the stage ran out before them, or is older)."
     ladders = _script("ladders")
@@ -546,17 +544,30 @@ def python_section(work):
             "backends in the same process:\n\n```\n" + "\n".join(lines[-60:]) + "\n```")
 
 
-def summary(bundle, outdir, work):
-    stages = [json.loads(line) for line in open(os.path.join(work, "stages.jsonl"))]
+def guarded(title, make):
+    """A section of the report: make()'s text, or one line saying why it could not be written (the
+    other sections are written all the same). Returns (text, the failure or "")."""
+    try:
+        return make(), ""
+    except Exception as e:  # noqa: BLE001 - any error of the report's own code, said in one line
+        why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
+        return f"Not written: the report's code failed here ({why}).", f"{title}: {why}"
+
+
+def summary(bundle, outdir, work, draw_chart=True):
+    """README.md and run.json from what the stages left (rewritten after each stage: what a stage
+    not yet run left is simply absent); chart.png too unless draw_chart is False. Exit status 1
+    when a section could not be written, which it says in its place."""
+    path = os.path.join(work, "stages.jsonl")
+    stages = [json.loads(line) for line in open(path)] if os.path.exists(path) else []
     prov = provenance(work)
-    rehearsal = any(s["status"].startswith("skipped: no GPU") for s in stages)
+    rehearsal = os.path.exists(os.path.join(work, "rehearsal")) or \
+        any(s["status"].startswith("skipped: no GPU") for s in stages)
     peaks = {r["measure"]: float(r["value"]) for r in read_csv(os.path.join(work, "peaks.csv"))}
     timings = read_csv(os.path.join(outdir, "timings.csv"))
-    check_text, check_totals = check_section(read_csv(os.path.join(outdir, "check.csv")))
-    san_text, san = sanitize_section(os.path.join(outdir, "sanitize.txt"))
     manifest = prov["bundle"]
     before, after = smi_fields(prov["gpu_idle"]), smi_fields(prov["gpu_loaded"])
-    gpu = before[0] if before else "no GPU (rehearsal)"
+    gpu = before[0] if before else "no GPU (rehearsal)" if rehearsal else "GPU not read"
     commit = manifest.get("commit", "unknown")
     during = prov["during_timings"]
     clocks = (f"; SM {during['sm_mhz'][1]:.0f} MHz, memory {during['mem_mhz'][1]:.0f} MHz "
@@ -566,10 +577,32 @@ def summary(bundle, outdir, work):
     title = (f"{gpu}; driver {before[1] if len(before) > 1 else '-'}{clocks}; commit {commit}; "
              f"bundle {manifest.get('arch', '?')}, nvcc {manifest.get('toolkit', '?')}"
              + ("; REHEARSAL, no GPU" if rehearsal else ""))
-    chart_note = chart(timings, title, os.path.join(outdir, "chart.png")) if timings else \
-        "no chart: no timings"
+    failed, results = [], {}
+
+    def section(title, make, key=None):
+        text, why = guarded(title, make)
+        if why:
+            failed.append(why)
+        elif key:
+            text, results[key] = text  # (the text, what run.json records)
+        return text
+    check_text = section("a. Correctness", lambda: check_section(
+        read_csv(os.path.join(outdir, "check.csv"))), "check")
+    san_text = section("b. compute-sanitizer", lambda: sanitize_section(
+        os.path.join(outdir, "sanitize.txt")), "sanitize")
+    chart_png = os.path.join(outdir, "chart.png")
+
+    def timings_text():
+        text = (f"Measured ceilings: {peaks}" if peaks else "No measured ceilings.") + "\n\n" \
+            + timing_section(timings, peaks)
+        note = "no chart: no timings"
+        if timings and draw_chart:
+            note = chart(timings, title, chart_png)
+        elif timings:
+            note = "" if os.path.exists(chart_png) else "the chart is drawn at the end of the run"
+        return text + ("\n\n" + note if note else "\n\n![TFLOPS](chart.png)")
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    text = "\n\n".join([
+    parts = [
         f"# GPU run of {commit}: {gpu}",
         f"Made by `scripts/gpu_run.sh` on {date}. Bundle: {manifest.get('arch', '?')}, built by "
         f"nvcc {manifest.get('toolkit', '?')} from commit {commit}.",
@@ -580,26 +613,31 @@ def summary(bundle, outdir, work):
         + "; after the timings:\n\n```\n" + (prov["gpu_loaded"] or "none")
         + "\n```\n\nClock event reasons after the timings: "
         + (prov["clock_event_reasons"] or "none") + ".",
-        "## Stages\n\n" + stage_table(stages),
+        "## Stages\n\n" + section("Stages", lambda: stage_table(stages)),
         "## a. Correctness (check.csv)\n\n" + check_text,
         "## b. compute-sanitizer (sanitize.txt)\n\n" + san_text,
-        "## c. Timings (timings.csv)\n\n" + (f"Measured ceilings: {peaks}" if peaks else
-                                             "No measured ceilings.") + "\n\n"
-        + timing_section(timings, peaks) + ("\n\n" + chart_note if chart_note else
-                                            "\n\n![TFLOPS](chart.png)"),
-        "## d. Counters beside Nsight Compute (counters.csv)\n\n"
-        + counters_section(read_csv(os.path.join(outdir, "counters.csv"))),
-        "## e. flashsteps on CUDA tensors (log.txt)\n\n" + python_section(work),
-    ])
+        "## c. Timings (timings.csv)\n\n" + section("c. Timings", timings_text),
+        "## c. The backward pass (timings.csv)\n\n" + section(
+            "c. The backward pass", lambda: backward_section(
+                [r for r in timings if bench.is_backward(r)], peaks.get("bf16_matmul"))),
+        "## d. Counters beside Nsight Compute (counters.csv)\n\n" + section(
+            "d. Counters", lambda: counters_section(read_csv(os.path.join(outdir,
+                                                                        "counters.csv")))),
+        "## e. flashsteps on CUDA tensors (log.txt)\n\n" + section(
+            "e. flashsteps", lambda: python_section(work)),
+    ]
     with open(os.path.join(outdir, "README.md"), "w") as f:
-        f.write(text + "\n")
+        f.write("\n\n".join(parts) + "\n")
     with open(os.path.join(outdir, "run.json"), "w") as f:
         json.dump({"rehearsal": rehearsal, "date": date, "commit": commit, "title": title,
                    "provenance": prov, "stages": stages, "peaks": peaks,
-                   "check": check_totals, "sanitize": san}, f, indent=1)
+                   "check": results.get("check", {}), "sanitize": results.get("sanitize", {}),
+                   "sections_not_written": failed}, f, indent=1)
     for s in stages:
         print(f"  {s['name']:<28} {s['took_s']:>5} s of {s['limit_s']:>4}  {s['status']}")
-    return 0
+    for why in failed:
+        print(f"gpu_report: section not written: {why}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 # ---- the README ----------------------------------------------------------------------------------
@@ -732,8 +770,8 @@ def main(argv):
         return 0
     if cmd == "ncu" and len(rest) >= 6 and rest[2] == "--budget" and rest[4] == "--suite":
         return ncu_stage(rest[5], rest[0], rest[1], float(rest[3]), "--rehearse" in rest[6:])
-    if cmd == "summary" and len(rest) == 3:
-        return summary(*rest)
+    if cmd == "summary" and len(rest) in (3, 4) and rest[3:] in ([], ["--no-chart"]):
+        return summary(*rest[:3], draw_chart=not rest[3:])
     if cmd == "readme" and rest:
         allow = "--allow-rehearsal" in rest
         return readme(rest[0], [r for r in rest[1:] if r != "--allow-rehearsal"], allow)

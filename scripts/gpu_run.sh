@@ -5,8 +5,10 @@
 #   scripts/gpu_run.sh BUNDLE OUTDIR [--budget 480] [--rehearse] [--python PY]
 #
 # BUNDLE: the folder gpu_bundle.sh made, or its packed copy (BUNDLE.tar.xz), unpacked first.
-# PY: the Python for the report, PyTorch's rows and stage e (default: python3 on PATH); the
-# bundle's flashsteps is built for one Python version (gpu_bundle.sh --python).
+# PY: the Python for the report, PyTorch's rows and stage e (default: the bundle's Python version,
+# its MANIFEST's "python:", as python3 or python3.X on PATH; else python3, and stage e says why it
+# leaves the package out): the bundle's flashsteps is built for one Python version
+# (gpu_bundle.sh --python).
 #
 # Stages, in this order, each with its own time limit (printed first; a stage that overruns is
 # stopped, recorded as such, and the next one runs; what a stage leaves of its limit goes to the
@@ -22,11 +24,16 @@
 #      grid;
 #   d. Nsight Compute on every kernel at one small shape, beside what the CPU backend counted;
 #   e. the Python package on CUDA tensors in place (the bundle's python/tests/test_cuda.py), and
-#      flashsteps.benchmark: steps 4 and 5 beside SDPA's backends (python -m flashsteps benchmark).
-# OUTDIR gets eight files: log.txt, README.md, run.json, check.csv, sanitize.txt, timings.csv,
-# counters.csv, chart.png. A stage whose own budget ran out before every kernel ran says so
-# ("partial") and names what it left. Exit status 0 when every stage passed or was partial, 1
-# otherwise; 2, with one line,
+#      flashsteps.benchmark: steps 4 and 5 beside SDPA's backends (python -m flashsteps benchmark);
+#      what PY cannot run (no pytest, no PyTorch, a flashsteps built for another Python) is left
+#      out with a one-line note.
+# OUTDIR gets eight files (a GPU call brings eight back): log.txt, README.md, run.json, check.csv,
+# sanitize.txt, timings.csv, counters.csv, chart.png. README.md and run.json are rewritten after
+# each stage, so that a run stopped from outside leaves the report of the stages it finished; a
+# section of the report that cannot be written says why in one line and the others are written.
+# Where a stage failed, what the stages left in the scratch folder is copied into log.txt. A stage
+# whose own budget ran out before every kernel ran says so ("partial") and names what it left.
+# Exit status 0 when every stage passed or was partial, 1 otherwise; 2, with one line,
 # for a BUNDLE that is not one, an OUTDIR that cannot be written, or no GPU without --rehearse.
 #
 # --rehearse runs the same script without a GPU: the correctness stage on the CPU backend at two
@@ -41,7 +48,7 @@ while (($#)); do
     --budget) budget=${2:-}; shift 2 || fail "$usage" ;;
     --rehearse) rehearse=1; shift ;;
     --python) py=${2:-}; shift 2 || fail "$usage" ;;
-    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) fail "unknown option $1 ($usage)" ;;
     *) if [[ -z $bundle ]]; then bundle=$1; elif [[ -z $out ]]; then out=$1; else fail "$usage"; fi
        shift ;;
@@ -53,8 +60,10 @@ if [[ -n $py ]]; then
   "$py" -c '' 2>/dev/null || fail "--python $py: not a Python that runs here"
   # By its absolute path: stage e runs it from the bundle's folders.
   if [[ $py == */* ]]; then py="$(cd "$(dirname "$py")" && pwd)/${py##*/}"; else py=$(command -v "$py"); fi
+  chosen=given
 else
   py=$(command -v python3) || fail "no python3 here: the run's report needs it"
+  chosen=""
 fi
 if [[ -f $bundle && $bundle == *.tar.xz ]]; then  # the packed copy: unpacked beside the run
   unpacked=$(mktemp -d)
@@ -68,6 +77,13 @@ fi
 [[ -f $bundle/MANIFEST && -x $bundle/bin/attn_suite ]] ||
   fail "$bundle: not a bundle (no MANIFEST or bin/attn_suite; scripts/gpu_bundle.sh makes one)"
 bundle=$(cd "$bundle" && pwd)
+# Without --python: a Python of the version the bundle's package is built for, where there is one.
+want=$(sed -n 's/^python: \(3\.[0-9]*\)$/\1/p' "$bundle/MANIFEST")
+pyver() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+if [[ -z $chosen && -n $want && $(pyver "$py") != "$want" ]]; then
+  # (one that runs: a pyenv shim is found on PATH where its version is not installed)
+  other=$(command -v "python$want" 2>/dev/null) && [[ $(pyver "$other") == "$want" ]] && py=$other
+fi
 if ((!rehearse)) && ! { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }; then
   fail "no NVIDIA GPU here (nvidia-smi finds none); --rehearse runs the script without one"
 fi
@@ -80,6 +96,7 @@ out=$(cd "$out" && pwd)
 
 rm -f "$out"/{log.txt,README.md,run.json,check.csv,sanitize.txt,timings.csv,counters.csv,chart.png}
 work=$(mktemp -d)
+((rehearse)) && touch "$work/rehearsal"  # the report's title says so from the first stage on
 exec > >(tee "$out/log.txt") 2>&1
 tee_pid=$!
 # At the end: the log complete on disk before the script returns, the scratch folders gone.
@@ -99,6 +116,7 @@ limit_e=$((budget * 10 / 100)) limit_d=$((budget - limit_a - limit_b - limit_c -
 echo "gpu_run: $(sed -n 's/^commit: //p' "$bundle/MANIFEST"), GPU code for" \
   "$(sed -n 's/^arch: //p' "$bundle/MANIFEST"); $( ((rehearse)) && echo "REHEARSAL, no GPU" ||
   nvidia-smi -L | head -1)"
+echo "gpu_run: Python $py ($(pyver "$py")${want:+; the package in the bundle is built for $want})"
 echo "gpu_run: stage limits: a. correctness $limit_a s, b. sanitizers $limit_b s," \
   "c. timings $limit_c s, d. Nsight Compute $limit_d s, e. Python $limit_e s:" \
   "$((limit_a + limit_b + limit_c + limit_d + limit_e)) s (what a stage leaves unused goes to the" \
@@ -129,34 +147,46 @@ for tool in compute-sanitizer ncu; do
 done
 
 status=0
+# The report as far as the stages have come: README.md and run.json, rewritten after each stage
+# (the chart at the end), so that a run stopped from outside still leaves one.
+report() {
+  "$py" "$bundle/scripts/gpu_report.py" summary "$bundle" "$out" "$work" "$@"
+}
+record() {  # record NAME LIMIT TOOK STATUS: the stage table's row, then the report so far
+  "$py" -c 'import json, sys; print(json.dumps({"name": sys.argv[1], "limit_s": int(sys.argv[2]),
+"took_s": int(sys.argv[3]), "status": sys.argv[4]}))' "$@" >>"$work/stages.jsonl"
+  report --no-chart >/dev/null 2>&1 || true
+}
 # stage NAME LIMIT COMMAND...: runs COMMAND for at most LIMIT seconds, records how it ended, and
-# keeps what it left of LIMIT in spare: the callers add it to the next stage's share.
+# keeps what it left of LIMIT in spare: the callers add it to the next stage's share. A stage notes
+# what it left out, a line each, in $work/notes/NAME; exit status 5: it could run nothing.
 spare=0
 stage() {
-  local name=$1 limit=$2 start took rc verdict
+  local name=$1 limit=$2 start took rc verdict notes
   shift 2
   echo "== $name (limit ${limit} s)"
   start=$SECONDS
   # bash -c: a stage may be one of this script's functions (exported below).
   timeout --kill-after=5 "$limit" bash -c '"$@"' "$name" "$@"
   rc=$?
+  notes=$(paste -sd '|' "$work/notes/$name" 2>/dev/null | sed 's/|/; /g')
   case $rc in
-    0) verdict=passed ;;
+    0) verdict=passed${notes:+; left out: $notes} ;;
     3) verdict="partial: its budget ran out before every kernel ran" ;;
+    5) verdict="left out: ${notes:-nothing could run}" ;;
     124 | 137) verdict="stopped at its limit"; status=1 ;;
-    *) verdict="failed (exit $rc)"; status=1 ;;
+    *) verdict="failed (exit $rc)${notes:+; left out: $notes}"; status=1 ;;
   esac
   took=$((SECONDS - start))
   spare=$((limit > took ? limit - took : 0))
   echo "== $name: $verdict after $took s"
-  printf '{"name": "%s", "limit_s": %d, "took_s": %d, "status": "%s"}\n' "$name" "$limit" \
-    "$took" "$verdict" >>"$work/stages.jsonl"
+  record "$name" "$limit" "$took" "$verdict"
 }
-skipped() {  # skipped NAME LIMIT: a stage that needs a GPU, in a rehearsal
-  echo "== $1: skipped: no GPU"
-  printf '{"name": "%s", "limit_s": %d, "took_s": 0, "status": "skipped: no GPU"}\n' "$1" "$2" \
-    >>"$work/stages.jsonl"
+skipped() {  # skipped NAME LIMIT [WHY]: a stage that does not run (a rehearsal's GPU stages)
+  echo "== $1: skipped: ${3:-no GPU}"
+  record "$1" "$2" 0 "skipped: ${3:-no GPU}"
 }
+mkdir -p "$work/notes"
 tuned=$bundle/share/tuned_configs.csv
 export out work bundle suite py tuned
 
@@ -214,13 +244,16 @@ timings() {  # exit status: 1 if a part failed, else 3 if one ran out of its bud
     --backends flash,efficient,cudnn --suite "$suite" --commit "$commit" \
     --budget $((l * 25 / 100)) --require-gpu --out "$out/timings.csv"
   note
-  # The backward at the ladder's shapes: step 6 and its rungs, then SDPA's backends' backward.
+  # The backward at the ladder's shapes: step 6 and its rungs, then SDPA's backends' backward,
+  # each at least 30 s (a budget only stops new work from starting: both shapes start), SDPA's
+  # with the large shape first.
   "$suite" time --shapes "$work/ladder.txt" --kernels steps,rungs --backward \
-    --csv "$out/timings.csv" --budget $((l * 10 / 100)) --hang 20
+    --csv "$out/timings.csv" --budget $((l * 10 / 100 > 30 ? l * 10 / 100 : 30)) --hang 20
   note
-  "$py" "$bundle/scripts/bench_torch.py" --shapes "$work/ladder.txt" --backward \
+  tac "$work/ladder.txt" >"$work/ladder-large-first.txt"
+  "$py" "$bundle/scripts/bench_torch.py" --shapes "$work/ladder-large-first.txt" --backward \
     --backends flash,efficient,cudnn --suite "$suite" --commit "$commit" \
-    --budget $((l * 5 / 100)) --require-gpu --out "$out/timings.csv"
+    --budget $((l * 5 / 100 > 30 ? l * 5 / 100 : 30)) --require-gpu --out "$out/timings.csv"
   note
   # The grid: what the stage has left, less 10 s for the last (kernel, shape) pair to finish.
   "$suite" time --shapes "$work/fa.txt" --kernels steps,baseline --csv "$out/timings.csv" \
@@ -256,45 +289,76 @@ else
     "$out/counters.csv" --budget $((limit_d * 9 / 10)) --suite "$suite"
 fi
 
-# e. The Python package on CUDA tensors: its tests in place, then the benchmark beside SDPA.
+# e. The Python package on CUDA tensors: its tests in place, then the benchmark beside SDPA. What
+# $py cannot run is left out, a line in the stage's notes each.
 python_stage() {
-  local pkg=$bundle/python rc=0
+  local pkg=$bundle/python rc=0 ran=0 notes="$work/notes/e. Python" version
   export PYTHONPATH=$pkg LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  if ! "$py" -c 'import flashsteps' 2>"$work/import.txt"; then
-    echo "flashsteps does not import with $("$py" --version): $(tail -1 "$work/import.txt")" \
-      "(the bundle's is built for the Python gpu_bundle.sh --python names)" |
-      tee "$work/python.txt"
-    return 1
+  version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  # What this Python can import, in one call: "NAME ok", or NAME and the first line of its error.
+  "$py" - >"$work/imports.txt" 2>&1 <<'PY'
+import importlib
+for name in ("numpy", "flashsteps", "pytest", "torch"):
+    try:
+        importlib.import_module(name)
+        print(name, "ok")
+    except Exception as e:  # ImportError, or what an extension of another ABI raises
+        print(name, (str(e).strip().splitlines() or [type(e).__name__])[-1])
+PY
+  has() { grep -qx "$1 ok" "$work/imports.txt"; }
+  why() { sed -n "s/^$1 //p" "$work/imports.txt" | head -1; }
+  cat "$work/imports.txt" >"$work/python.txt"
+  if ! has flashsteps; then
+    echo "the package: flashsteps does not import with Python $version ($(why flashsteps))$(
+      [[ -n $want ]] && echo "; the one in the bundle is built for $want (--python names one)")" \
+      >>"$notes"
+    cat "$work/python.txt"
+    return 5
   fi
   # Into python.txt, which the report quotes, and into the log when the stage ends.
-  (cd "$pkg/tests" && "$py" -m pytest -q -p no:cacheprovider -rs test_cuda.py) \
-    >>"$work/python.txt" 2>&1 || rc=1
+  if has pytest; then
+    (cd "$pkg/tests" && "$py" -m pytest -q -p no:cacheprovider -rs test_cuda.py) \
+      >>"$work/python.txt" 2>&1 || rc=1
+    ran=1
+  else
+    echo "the package's tests: no pytest for Python $version ($(why pytest))" >>"$notes"
+  fi
   if ((rehearse)); then
     echo "benchmark: skipped: no GPU" >>"$work/python.txt"
-    cat "$work/python.txt"
-    return $rc
+  elif ! has torch; then
+    echo "the benchmark: no PyTorch for Python $version ($(why torch))" >>"$notes"
+  else
+    for causal in "" --causal; do
+      # shellcheck disable=SC2086 # $causal: no flag or one
+      "$py" -m flashsteps benchmark step4_tensorcore step5_warpspecialized --seqlen 4096 \
+        --dim 128 --heads 16 --batch 2 $causal >>"$work/python.txt" 2>&1 || rc=1
+    done
+    ran=1
   fi
-  for causal in "" --causal; do
-    # shellcheck disable=SC2086 # $causal: no flag or one
-    "$py" -m flashsteps benchmark step4_tensorcore step5_warpspecialized --seqlen 4096 \
-      --dim 128 --heads 16 --batch 2 $causal >>"$work/python.txt" 2>&1 || rc=1
-  done
   cat "$work/python.txt"
+  ((ran)) || return 5
   return $rc
 }
 export -f python_stage
-export rehearse
+export rehearse want
 if [[ ! -d $bundle/python ]]; then
-  echo "== e. Python: skipped: this bundle holds no Python package (gpu_bundle.sh --arch builds one)"
-  printf '{"name": "%s", "limit_s": %d, "took_s": 0, "status": "%s"}\n' "e. Python" "$limit_e" \
-    "skipped: no Python package in the bundle" >>"$work/stages.jsonl"
+  skipped "e. Python" "$limit_e" "no Python package in the bundle (gpu_bundle.sh --arch builds one)"
 else
   limit_e=$((limit_e + spare))
   stage "e. Python" "$limit_e" python_stage
 fi
 
 echo "== summary"
-"$py" "$bundle/scripts/gpu_report.py" summary "$bundle" "$out" "$work" || status=1
+report || status=1
+if [[ ! -s "${out}/README.md" ]]; then  # the report's own code could not run: the stage table at least
+  { echo "# GPU run: the summary could not be written (see log.txt)"; echo
+    echo '```'; cat "$work/stages.jsonl"; echo '```'; } >"${out}/README.md"
+fi
+if ((status)); then  # what the stages left in the scratch folder, kept in the log
+  for f in "$work"/*.txt "$work"/*.csv "$work"/*.jsonl "$work"/notes/*; do
+    [[ -f $f ]] && { echo "== kept from the scratch folder: ${f#"$work"/}"; cat "$f"; }
+  done
+fi
 echo "gpu_run: $( ((status)) && echo "a stage failed or overran" || echo "every stage passed");" \
   "$(ls "$out" | wc -l) files in $out"
 exit $status

@@ -110,7 +110,13 @@ class GpuRun(unittest.TestCase):
         package = (BUNDLE / "python" / "flashsteps").is_dir()
         self.assertEqual([s["status"] for s in report["stages"]],
                          ["passed"] + ["skipped: no GPU"] * 3
-                         + ["passed" if package else "skipped: no Python package in the bundle"])
+                         + ["passed" if package else "skipped: no Python package in the bundle "
+                            "(gpu_bundle.sh --arch builds one)"])
+        # The bundle says which Python its package is built for; without --python the run looks
+        # for that version first.
+        manifest = (BUNDLE / "MANIFEST").read_text()
+        if package:
+            self.assertIn("python: %d.%d\n" % sys.version_info[:2], manifest)
         if package:
             section = (out / "README.md").read_text().split("## e. ")[1]
             self.assertRegex(section, r"\d+ passed, \d+ skipped")
@@ -145,8 +151,10 @@ class GpuRun(unittest.TestCase):
         tools.mkdir()
         hidden = self.tmp / "hidden"
         hidden.mkdir()
-        (hidden / "torch.py").write_text(
-            "raise ModuleNotFoundError(\"No module named 'torch' (hidden by the test)\", name='torch')\n")
+        for module in ("torch", "pytest"):  # stage e leaves out what needs them, a line each
+            (hidden / f"{module}.py").write_text(
+                f"raise ModuleNotFoundError(\"No module named '{module}' (hidden by the test)\", "
+                f"name='{module}')\n")
         python = tools / "python-without-torch"
         python.write_text(f'#!/bin/sh\nPYTHONPATH="{hidden}${{PYTHONPATH:+:$PYTHONPATH}}" '
                           f'exec "{sys.executable}" "$@"\n')
@@ -185,10 +193,14 @@ class GpuRun(unittest.TestCase):
         self.assertEqual(list(status), ["a. correctness", "b. compute-sanitizer", "c. timings",
                                         "d. Nsight Compute", "e. Python"])
         self.assertEqual(status["b. compute-sanitizer"]["status"], "stopped at its limit")
-        # Stage e: the build's package where it has one; its benchmark finds no PyTorch, and fails.
-        self.assertEqual(status.pop("e. Python")["status"],
-                         "failed (exit 1)" if (BUNDLE / "python" / "flashsteps").is_dir()
-                         else "skipped: no Python package in the bundle")
+        # Stage e: the build's package where it has one; this Python has neither pytest nor
+        # PyTorch, so the stage leaves out its tests and its benchmark, and says why.
+        e = status.pop("e. Python")["status"]
+        if (BUNDLE / "python" / "flashsteps").is_dir():
+            self.assertRegex(e, r"^left out: the package's tests: no pytest for Python 3\.\d+ "
+                                r"\(No module named 'pytest'.*\); the benchmark: no PyTorch")
+        else:
+            self.assertTrue(e.startswith("skipped: no Python package in the bundle"), e)
         # Each stage's limit is its share of the budget (15, 25, 35 and 15%) and what the stages
         # before it left unused.
         spare = 0
@@ -325,14 +337,14 @@ class GpuRun(unittest.TestCase):
         back = [dict(ladder[0], step=name, tflops="70", time_ms="0.25")
                 for name in ("torch_sdpa_flash_backward", "step6_backward",
                              "step6_backward[math]", "step6_backward[dq]")]
-        text = gpu_report.timing_section(ladder + grid + back, {"bf16_matmul": 700.0,
-                                                                "copy_bandwidth": 3.0})
-        self.assertIn("**fp16 B=1 H=8 S=512 D=64**", text)
-        self.assertIn("| step4_tensorcore[swizzle] | 500 |", text)
-        self.assertIn("| fp16 B=8 H=8 S=2048 D=64 causal |", text)  # the grid's table
-        forward, backward = text.split("**The backward pass**")
+        forward = gpu_report.timing_section(ladder + grid + back, {"bf16_matmul": 700.0,
+                                                                   "copy_bandwidth": 3.0})
+        self.assertIn("**fp16 B=1 H=8 S=512 D=64**", forward)
+        self.assertIn("| step4_tensorcore[swizzle] | 500 |", forward)
+        self.assertIn("| fp16 B=8 H=8 S=2048 D=64 causal |", forward)  # the grid's table
         self.assertNotIn("step6_backward", forward)  # nor in the grid's columns
         self.assertNotIn("_backward", forward)
+        backward = gpu_report.backward_section(ladder + grid + back, 700.0)
         self.assertIn("| step6_backward[math] | 250 | 70.0 | 10% |\n"
                       "| step6_backward[dq] | 250 | 70.0 | 10% |\n"
                       "| step6_backward | 250 | 70.0 | 10% |\n"
@@ -341,6 +353,89 @@ class GpuRun(unittest.TestCase):
         note = gpu_report.chart(ladder + back, "a title", png)
         self.assertEqual(note, "")
         self.assertGreater(png.stat().st_size, 10000)
+
+    def test_the_bundles_own_report_writes_every_kind_of_row(self):
+        # What the stages leave, every kind of row a GPU run writes (the forward's steps, rungs,
+        # SDPA and cuBLAS at the ladder's shapes and on the grid; the backward's step 6 and SDPA's
+        # backward; the ceilings; check.csv, sanitize.txt, counters.csv; stage e's output), given
+        # to the bundle's own copy of the report, as gpu_run.sh gives it: the copy must carry what
+        # the report imports. The rows are attn_suite's on the CPU backend at a tiny shape,
+        # relabelled as the ladder's shapes (the numbers mean nothing).
+        out, work = self.tmp / "out", self.tmp / "work"
+        out.mkdir()
+        work.mkdir()
+        shapes = self.tmp / "shapes.txt"
+        shapes.write_text("--seq 17 --dim 64\n")
+        raw = self.tmp / "raw.csv"
+        for flags in ([], ["--backward"]):
+            r = run(BUNDLE / "bin" / "attn_suite", "time", "--backend", "cpu", "--shapes", shapes,
+                    "--kernels", "steps", "--iters", "1", "--warmup", "0", "--csv", raw, *flags)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(raw) as f:
+            rows = list(csv.DictReader(f))
+        columns = list(rows[0])
+        kinds = rows + [dict(rows[0], step=n) for n in ("step4_tensorcore[swizzle]",
+                                                        "torch_sdpa_flash", "baseline_cublas")]
+        kinds += [dict(rows[-1], step=n) for n in ("step6_backward[math]",
+                                                   "torch_sdpa_cudnn_backward")]
+        timings = []
+        for (b, h, seq, d) in ((1, 8, 512, 64), (1, 16, 4096, 128)):
+            timings += [dict(row, batch=str(b), heads=str(h), heads_kv=str(h), seqlen_q=str(seq),
+                             seqlen_k=str(seq), dim=str(d), tflops="10", time_ms="0.5")
+                        for row in kinds]
+        timings.append(dict(timings[0], seqlen_q="2048", seqlen_k="2048", batch="8", causal="1"))
+        with open(out / "timings.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+            w.writeheader()
+            w.writerows(timings)
+        (work / "peaks.csv").write_text("measure,value\nbf16_matmul,700\ncopy_bandwidth,3\n")
+        (out / "check.csv").write_text("kernel,case,status,detail,backend\n"
+                                      "step6_backward,odd,pass,,gpu\nstep1_naive,odd,fail,NaN,gpu\n")
+        (out / "sanitize.txt").write_text("### memcheck\nPASS step6_backward: 2 passed, 0 failed, "
+                                         "0 skipped\n========= ERROR SUMMARY: 0 errors\n")
+        (out / "counters.csv").write_text(
+            "kernel,shape,counter,ncu_metrics,cpu,ncu,note\n"
+            f"step6_backward,{gpu_report.NCU_SHAPE},mma,m,2048,2048,\n")
+        (work / "python.txt").write_text("12 passed, 3 skipped in 9.1s\nstep4_tensorcore 1.2 ms\n")
+        with open(work / "stages.jsonl", "w") as f:
+            for name in ("a. correctness", "b. compute-sanitizer", "c. timings",
+                         "d. Nsight Compute", "e. Python"):
+                f.write(json.dumps({"name": name, "limit_s": 60, "took_s": 9,
+                                    "status": "passed"}) + "\n")
+        report = BUNDLE / "scripts" / "gpu_report.py"
+        r = run(sys.executable, report, "summary", BUNDLE, out, work)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        text = (out / "README.md").read_text()
+        self.assertNotIn("Not written", text)
+        backward = text.split("## c. The backward pass (timings.csv)")[1].split("\n## ")[0]
+        self.assertIn("| step6_backward[math] | 500 | 10.0 | 1% |\n"
+                      "| step6_backward | 500 | 10.0 | 1% |\n"
+                      "| torch_sdpa_cudnn_backward |", backward)
+        self.assertIn("| step4_tensorcore[swizzle] | 500 |", text)
+        self.assertIn("| fp16 B=8 H=8 S=2048 D=64 causal |", text)
+        self.assertIn("| step1_naive | 0 | 1 | 0 | odd: NaN |", text)
+        self.assertIn("12 passed, 3 skipped", text.split("## e. ")[1])
+        self.assertEqual(json.loads((out / "run.json").read_text())["sections_not_written"], [])
+        self.assertTrue((out / "chart.png").exists())
+        # A bundle without a script the report imports: the report is still written, every
+        # section but the one that needs it, which says why in one line; exit status 1.
+        broken = self.tmp / "broken"
+        shutil.copytree(BUNDLE / "scripts", broken / "scripts")
+        (broken / "scripts" / "ladders.py").unlink()
+        for name in ("README.md", "run.json"):
+            (out / name).unlink()
+        r = run(sys.executable, broken / "scripts" / "gpu_report.py", "summary", broken, out, work)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        text = (out / "README.md").read_text()
+        backward = text.split("## c. The backward pass (timings.csv)")[1].split("\n## ")[0]
+        self.assertEqual(backward.strip().splitlines(), [
+            "Not written: the report's code failed here (FileNotFoundError: [Errno 2] No such file "
+            f"or directory: '{broken / 'scripts' / 'ladders.py'}')."])
+        self.assertIn("| step4_tensorcore[swizzle] | 500 |", text)
+        self.assertIn("12 passed, 3 skipped", text)
+        run_json = json.loads((out / "run.json").read_text())
+        self.assertEqual(len(run_json["sections_not_written"]), 1)
+        self.assertIn("section not written: c. The backward pass: FileNotFoundError", r.stderr)
 
     def test_the_suite_times_on_the_cpu_backend(self):
         shapes = self.tmp / "shapes.txt"
