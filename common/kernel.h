@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 #include "common/attention_params.h"
 #include "common/dropout.h"
@@ -91,6 +93,19 @@ void dispatch_dtype(DType dtype, F&& f) {
   else
     f.template operator()<__nv_bfloat16>();
 #endif
+}
+
+// A loop whose counter is a compile-time constant: calls f(std::integral_constant<int, i>{}) for
+// i = 0 .. N - 1, in order (in device code, read the counter as its `.value`: the conversion to
+// int is a host function). Step 4's pipeline calls its tile body this way, kStages tiles at a
+// time, so that the stage of each is a constant and its shared-memory addresses immediates.
+template <typename F, int... i>
+__device__ __forceinline__ void static_for(F&& f, std::integer_sequence<int, i...>) {
+  (f(std::integral_constant<int, i>{}), ...);
+}
+template <int N, typename F>
+__device__ __forceinline__ void static_for(F&& f) {
+  static_for(f, std::make_integer_sequence<int, N>{});
 }
 
 }  // namespace attn

@@ -8,87 +8,22 @@
 // computes its own 16 x Bc slice of S per tile (Bc = 64), so the softmax needs only shuffles within
 // the four lanes that share a row (lane 4g .. 4g+3 hold rows g and g + 8).
 #include "common/ptx.h"
+#include "common/swizzled_tile.h"
 #include "common/tiles.h"
 
 #include <type_traits>
-#include <utility>
 
 namespace step4::rung10::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
+using attn::Tile;
+using attn::TileCopy;
 
 constexpr int kWarps = 4;
 constexpr int Br = 16 * kWarps;  // query rows per block: 16 per warp
 constexpr int Bc = 64;           // keys per K/V tile
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStages = 2;  // K/V tiles in shared memory: one computed, the others in flight
-
-// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
-// a block 128 bytes = 8 chunks of 16 bytes, with chunk c of row r stored at chunk c ^ (r % 8):
-//
-//            chunk:  0  1  2  3  4  5  6  7        ldmatrix reads one 16-byte chunk from each of
-//    row 0          0  1  2  3  4  5  6  7        8 consecutive rows. Unswizzled, the 8 chunks
-//    row 1          1  0  3  2  5  4  7  6        of logical column c sit 128 bytes apart: the
-//    row 2          2  3  0  1  6  7  4  5        same 4 banks, an 8-way conflict. Swizzled,
-//    row 3          3  2  1  0  7  6  5  4        logical chunk c of rows 0..7 lands in physical
-//    ...                                          chunks c^0 .. c^7: all 8 distinct, all 32
-//    row 7          7  6  5  4  3  2  1  0        banks, one transaction.
-//
-// (The table shows which logical chunk each physical chunk holds.) Head dims that are not a
-// multiple of 64 (80, 96) use a second, partly filled block of 64 columns.
-template <int D>
-struct Tile {
-  static constexpr int kBlocks = (D + 63) / 64;
-  // Offset, in elements, of element (r, d) of a tile with `rows` rows.
-  static __device__ __forceinline__ int offset(int r, int d, int rows) {
-    return (d / 64) * rows * 64 + r * 64 + (((d % 64) / 8) ^ (r % 8)) * 8 + d % 8;
-  }
-  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
-};
-
-// The cp.async copies of one [Rows][D] tile, 16 bytes each, shared by the block's threads. A
-// thread copies chunk threadIdx.x % (D / 8) of rows threadIdx.x / (D / 8) + k * kRowStep: with
-// kRowStep a multiple of 8, the swizzle (r % 8) is the same in every pass k, so a thread's shared
-// and global offsets are computed once, before the K/V loop, and pass k only adds a constant
-// (which the copy instruction takes as an immediate). Head dims whose chunk count does not divide
-// the block (80, 96) fall back to computing each copy's offsets.
-template <int D, int Rows, int kThreads>
-struct TileCopy {
-  static constexpr int kChunks = D / 8;
-  static constexpr bool kFixedPasses =
-      kThreads % kChunks == 0 && (kThreads / kChunks) % 8 == 0 && Rows % (kThreads / kChunks) == 0;
-  static constexpr int kRowStep = kFixedPasses ? kThreads / kChunks : 1;
-  int row, smem, gmem;  // this thread's first row, and its offsets in the tile and in the source
-  __device__ __forceinline__ TileCopy() {
-    row = threadIdx.x / kChunks;
-    const int d = threadIdx.x % kChunks * 8;
-    smem = Tile<D>::offset(row, d, Rows);
-    gmem = row * D + d;
-  }
-
-  // Rows [0, Rows) of the tile starting at `src` (a [*, D] matrix) into `tile`. kFull: every
-  // row exists; otherwise rows at or past `valid_rows` are zero-filled (the partial tile at the
-  // end of a sequence).
-  template <bool kFull, typename T>
-  __device__ __forceinline__ void issue(T* tile, const T* src, int valid_rows = Rows) const {
-    if constexpr (kFixedPasses) {
-      const T* from = src + gmem;  // one 64-bit add; the passes add immediates
-#pragma unroll
-      for (int k = 0; k < Rows / kRowStep; ++k) {
-        const bool valid = kFull || row + k * kRowStep < valid_rows;
-        attn::cp_async_16(tile + smem + k * kRowStep * 64, valid ? from + k * kRowStep * D : src,
-                          valid ? 16 : 0);
-      }
-    } else {
-      for (int v = threadIdx.x; v < Rows * kChunks; v += kThreads) {
-        const int r = v / kChunks, d = v % kChunks * 8;
-        const bool valid = kFull || r < valid_rows;
-        attn::cp_async_16(tile + Tile<D>::offset(r, d, Rows), src + (valid ? r * D + d : 0),
-                          valid ? 16 : 0);
-      }
-    }
-  }
-};
 
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
@@ -285,12 +220,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       }
     }
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
+    for (int dt = 0; dt < D / 8; ++dt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+    }
 
-        // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
-        // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
+    // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
+    // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt += 2) {
 #pragma unroll
@@ -308,20 +244,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
   };
-  constexpr auto kStageSeq = std::make_integer_sequence<int, kStages>{};
   int n = 0;
   for (; n + kStages - 1 < n_unmasked; n += kStages)
-    [&]<int... stage>(std::integer_sequence<int, stage...>) {
-      (tile(n + stage, std::integral_constant<int, stage>{}, std::false_type{}), ...);
-    }
-  (kStageSeq);
-  for (; n < n_tiles; ++n)  // the rest (at most kStages - 1 unmasked tiles, then the masked ones)
-    [&]<int... stage>(std::integer_sequence<int, stage...>) {
-      ((n % kStages == stage ? tile(n, std::integral_constant<int, stage>{}, std::true_type{})
-                             : void()),
-       ...);
-    }
-  (kStageSeq);
+    attn::static_for<kStages>([&](auto stage) { tile(n + stage.value, stage, std::false_type{}); });
+  for (; n < n_tiles; ++n) {  // the rest (at most kStages - 1 unmasked tiles, then the masked ones)
+    attn::static_for<kStages>([&](auto stage) {
+      if (n % kStages == stage.value) tile(n, stage, std::true_type{});
+    });
+  }
   attn::cp_async_wait<0>();  // nothing may be in flight when the block exits
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane

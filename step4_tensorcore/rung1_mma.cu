@@ -23,8 +23,9 @@ constexpr int kThreads = 32 * kWarps;
 // consecutive rows, and rows 2 D + 16 bytes apart start in 8 different groups of 4 banks.
 constexpr int kPad = 8;
 
-template <typename T, int D>
-__global__ void attention_kernel(const AttentionParams p) {
+// kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
+template <typename T, int D, bool kDropout>
+__global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionParams p) {
   T* Qs = attn::shared_memory<T>();                            // [Br][D + kPad]
   T* Ks = Qs + Br * (D + kPad);                                // [Bc][D + kPad]
   T* Vs = Ks + Bc * (D + kPad);                                // [Bc][D + kPad]
@@ -109,7 +110,8 @@ __global__ void attention_kernel(const AttentionParams p) {
         const int r = warp * 16 + g + 8 * (i / 2), c = nt * 8 + 2 * t + i % 2;
         const float pr = online_softmax::prob(state[i / 2], s[nt][i]);
         tile_sum[i / 2] += pr;  // the softmax normalises over every key, dropped or not
-        Ps[r * (Bc + 1) + c] = pr * attn::dropout_factor(drop, b, h, i0 + r, j0 + c);
+        Ps[r * (Bc + 1) + c] =
+            kDropout ? pr * attn::dropout_factor(drop, b, h, i0 + r, j0 + c) : pr;
       }
 #pragma unroll
     for (int half = 0; half < 2; ++half) state[half].l += attn::row_sum<4>(tile_sum[half]);
@@ -152,7 +154,11 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       const size_t smem = (Br + 2 * Bc) * (D + kPad) * sizeof(T) + Br * (Bc + 1) * sizeof(float);
-      attn::launch(attention_kernel<T, D>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
+      if (p.dropout > 0.0f)
+        attn::launch(attention_kernel<T, D, true>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
+      else
+        attn::launch(attention_kernel<T, D, false>, {dim3(1, q_tiles, bh), dim3(kThreads), smem},
+                     p);
     });
   });
 }

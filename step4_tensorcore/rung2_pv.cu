@@ -152,12 +152,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 #pragma unroll
     for (int half = 0; half < 2; ++half) state[half].l += attn::row_sum<4>(tile_sum[half]);
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
+    for (int dt = 0; dt < D / 8; ++dt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+    }
 
-        // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
-        // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
+    // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
+    // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt += 2) {
 #pragma unroll

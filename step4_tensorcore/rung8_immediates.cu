@@ -8,35 +8,21 @@
 // computes its own 16 x Bc slice of S per tile (Bc = 64), so the softmax needs only shuffles within
 // the four lanes that share a row (lane 4g .. 4g+3 hold rows g and g + 8).
 #include "common/ptx.h"
+#include "common/swizzled_tile.h"
 #include "common/tiles.h"
 
 #include <type_traits>
-#include <utility>
 
 namespace step4::rung8::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
+using attn::Tile;
 
 constexpr int kWarps = 4;
 constexpr int Br = 16 * kWarps;  // query rows per block: 16 per warp
 constexpr int Bc = 64;           // keys per K/V tile
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStages = 2;  // K/V tiles in shared memory: one computed, the others in flight
-
-// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
-// a block 128 bytes = 8 chunks of 16 bytes, with chunk c of row r stored at chunk c ^ (r % 8)
-// (the figure is in the chapter). ldmatrix reads one 16-byte chunk from each of 8 consecutive
-// rows: swizzled, logical chunk c of rows 0..7 lands in physical chunks c^0 .. c^7, all 32 banks.
-// Head dims that are not a multiple of 64 (80, 96) use a second, partly filled block of 64 columns.
-template <int D>
-struct Tile {
-  static constexpr int kBlocks = (D + 63) / 64;
-  // Offset, in elements, of element (r, d) of a tile with `rows` rows.
-  static __device__ __forceinline__ int offset(int r, int d, int rows) {
-    return (d / 64) * rows * 64 + r * 64 + (((d % 64) / 8) ^ (r % 8)) * 8 + d % 8;
-  }
-  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
-};
 
 // Starts copying rows [0, rows) of a [*, D] matrix at `src` into a swizzled tile, 16 bytes per
 // cp.async, all threads of the block sharing the work: the copies go from global to shared memory
@@ -221,12 +207,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       }
     }
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
+    for (int dt = 0; dt < D / 8; ++dt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+    }
 
-        // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
-        // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
+    // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
+    // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt += 2) {
 #pragma unroll
@@ -244,20 +231,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
   };
-  constexpr auto kStageSeq = std::make_integer_sequence<int, kStages>{};
   int n = 0;
   for (; n + kStages - 1 < n_unmasked; n += kStages)
-    [&]<int... stage>(std::integer_sequence<int, stage...>) {
-      (tile(n + stage, std::integral_constant<int, stage>{}, std::false_type{}), ...);
-    }
-  (kStageSeq);
-  for (; n < n_tiles; ++n)  // the rest (at most kStages - 1 unmasked tiles, then the masked ones)
-    [&]<int... stage>(std::integer_sequence<int, stage...>) {
-      ((n % kStages == stage ? tile(n, std::integral_constant<int, stage>{}, std::true_type{})
-                             : void()),
-       ...);
-    }
-  (kStageSeq);
+    attn::static_for<kStages>([&](auto stage) { tile(n + stage.value, stage, std::false_type{}); });
+  for (; n < n_tiles; ++n) {  // the rest (at most kStages - 1 unmasked tiles, then the masked ones)
+    attn::static_for<kStages>([&](auto stage) {
+      if (n % kStages == stage.value) tile(n, stage, std::true_type{});
+    });
+  }
   attn::cp_async_wait<0>();  // nothing may be in flight when the block exits
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
