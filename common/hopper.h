@@ -1,6 +1,6 @@
 // What step 5's sm_90a kernels (attention_sm90a.cu and the rungs before it) share: the guard that
 // compiles their bodies only where they can run, the TMA tensor map of a [heads][rows][D] tensor
-// read in boxes of 64 columns, and the zeros TMA cannot write.
+// read in boxes of 64 columns, the zeros TMA cannot write, and Q's sign flipped in place.
 #pragma once
 
 #include <type_traits>
@@ -54,6 +54,25 @@ __device__ __forceinline__ void zero_tile_rows(T* tile, int rows, int from, int 
     for (int x = from * 8 + tid; x < rows * 8; x += threads) block[x] = make_uint4(0, 0, 0, 0);
   }
   fence_proxy_async_shared();
+}
+
+// A negative scale folded into Q (every 16-bit element's sign bit flipped, as step 4 does in
+// Q's registers), here in shared memory, which wgmma reads through the async proxy: rows
+// [0, count) of a tile of head_tensor_map's boxes (64-column blocks of `rows` rows), by `threads`
+// threads, this one being `tid`, 16 bytes per store; then fenced for the async proxy. Every
+// thread that issues a wgmma reading the tile must synchronise with these stores first.
+template <int D, typename T>
+__device__ __forceinline__ void negate_tile_rows(T* tile, int rows, int count, int tid,
+                                                 int threads) {
+  for (int blk = 0; blk < (D + 63) / 64; ++blk) {
+    uint4* block = reinterpret_cast<uint4*>(tile + blk * rows * 64);
+    for (int x = tid; x < count * 8; x += threads) {
+      uint4 v = block[x];
+      v.x ^= 0x80008000u, v.y ^= 0x80008000u, v.z ^= 0x80008000u, v.w ^= 0x80008000u;
+      block[x] = v;
+    }
+  }
+  fence_proxy_async_shared();  // Q's sign
 }
 
 }  // namespace attn

@@ -495,14 +495,26 @@ __device__ __forceinline__ void wgmma_wait(ATTN_PTX_WHERE_ONLY) {
                    "n"(int(TransB)));
 #endif
 
+// The accumulators of a wgmma m64nNk16 are N / 2 floats per thread, d[4 nt + i] holding element i
+// of the mma.sync m16n8 accumulator fragment of columns 8 nt .. 8 nt + 7 of its warp's 16 rows:
+// a kernel may keep them as float[N / 2] or, as the mma.sync kernels do, float[N / 8][4].
+template <int N, typename Acc>
+__device__ __forceinline__ float (&wgmma_accumulators(Acc& acc))[N / 2] {
+  static_assert(std::is_array_v<Acc> && std::is_same_v<std::remove_all_extents_t<Acc>, float> &&
+                    sizeof(Acc) == N / 2 * sizeof(float),
+                "wgmma m64nNk16: the accumulators are float[N / 2] or float[N / 8][4]");
+  return reinterpret_cast<float(&)[N / 2]>(acc);
+}
+
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}: D (64 x N, f32) = A (64 x 16, shared,
 // desc_a; TransA: MN-major) * B (16 x N, shared, desc_b; TransB = 0: K-major, i.e. stored N rows
-// of K, 1: MN-major) + (scale_d ? D : 0). Asynchronous: d holds no defined value until the
+// of K, 1: MN-major) + (scale_d ? D : 0). Asynchronous: acc holds no defined value until the
 // wgmma_wait that retires it (poison on the CPU backend).
-template <int N, typename T, bool TransA = false, bool TransB = false>
-__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
+template <int N, typename T, bool TransA = false, bool TransB = false, typename Acc>
+__device__ __forceinline__ void wgmma_ss(Acc& acc, uint64_t desc_a, uint64_t desc_b,
                                          bool scale_d ATTN_PTX_WHERE) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 to 256");
+  float(&d)[N / 2] = wgmma_accumulators<N>(acc);
 #if defined(ATTN_WGMMA_ASM)
   if constexpr (std::is_same_v<T, __half>) {
     BOOST_PP_REPEAT(32, ATTN_WGMMA_SS_CASE, "f16")
@@ -519,10 +531,11 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
 
 // The same with A from registers (K-major only): a[0..3] is the mma.m16n8k16 A fragment of this
 // warp's 16 rows (16w .. 16w + 15).
-template <int N, typename T, bool TransB = false>
-__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
+template <int N, typename T, bool TransB = false, typename Acc>
+__device__ __forceinline__ void wgmma_rs(Acc& acc, const uint32_t (&a)[4], uint64_t desc_b,
                                          bool scale_d ATTN_PTX_WHERE) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 to 256");
+  float(&d)[N / 2] = wgmma_accumulators<N>(acc);
 #if defined(ATTN_WGMMA_ASM)
   if constexpr (std::is_same_v<T, __half>) {
     BOOST_PP_REPEAT(32, ATTN_WGMMA_RS_CASE, "f16")

@@ -1,15 +1,16 @@
 // Step 5 (sm_80 variant): the kernel of step 4 with its warps specialised (sm_80 and newer).
 //
-//   attention_kernel   one producer warp streams Q, then every K/V tile, with cp.async into a ring
-//                      of kStages slots of swizzled shared memory; four consumer warps compute
-//                      exactly as step 4 does (mma.sync m16n8k16, the online softmax on the
-//                      accumulator fragments, P from registers). Nobody waits for everybody: each
-//                      slot has a "full" and an "empty" mbarrier, and the two sides hand slots
-//                      back and forth through them.
+//   attention_kernel   one producer warp copies Q into its own buffer, then streams every K/V
+//                      tile with cp.async into a ring of kStages slots of swizzled shared memory;
+//                      four consumer warps compute exactly as step 4 does (mma.sync m16n8k16, the
+//                      online softmax on the accumulator fragments, P from registers). Nobody
+//                      waits for everybody: each slot has a "full" and an "empty" mbarrier, and
+//                      the two sides hand slots back and forth through them (Q has a "full" of
+//                      its own).
 //
-//   item:    0 (Q)   1 (K0 V0)   2 (K1 V1)   3 (K2 V2)   4 (K3 V3)  ...
-//   slot:    0       1           2           0           1          ...   item % kStages
-//   phase:   0       0           0           1           1          ...   item / kStages % 2
+//   tile n:  0 (K0 V0)   1 (K1 V1)   2 (K2 V2)   3 (K3 V3)   4 (K4 V4)  ...
+//   slot:    0           1           2           0           1          ...   n % kStages
+//   phase:   0           0           0           1           1          ...   n / kStages % 2
 //
 // The producer waits until a slot is empty (parity phase ^ 1: the first lap finds every slot
 // empty), issues the slot's copies and has them arrive on "full" when they land
@@ -21,14 +22,16 @@
 // warp computes its own 16 x 64 slice of S per tile, so the softmax needs only shuffles within the
 // four lanes that share a row (lane 4g .. 4g+3 hold rows g and g + 8).
 #include "common/ptx.h"
+#include "common/swizzled_tile.h"
 #include "common/tiles.h"
 
 #include <type_traits>
-#include <utility>
 
 namespace step5::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
+using attn::Tile;
+using attn::TileCopy;
 
 constexpr int kConsumerWarps = 4;
 constexpr int kWarps = kConsumerWarps + 1;  // the last warp is the producer
@@ -37,81 +40,15 @@ constexpr int Bc = 64;                      // keys per tile
 constexpr int kThreads = 32 * kWarps;
 constexpr int kConsumers = 32 * kConsumerWarps;  // threads that arrive on "empty"
 constexpr int kStages = 3;                       // ring slots, each a K tile and a V tile
-static_assert(Br == Bc, "Q travels through the ring as a K-sized tile");
-
-// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
-// a block 128 bytes = 8 chunks of 16 bytes, with chunk c of row r stored at chunk c ^ (r % 8):
-//
-//            chunk:  0  1  2  3  4  5  6  7        ldmatrix reads one 16-byte chunk from each of
-//    row 0          0  1  2  3  4  5  6  7        8 consecutive rows. Unswizzled, the 8 chunks
-//    row 1          1  0  3  2  5  4  7  6        of logical column c sit 128 bytes apart: the
-//    row 2          2  3  0  1  6  7  4  5        same 4 banks, an 8-way conflict. Swizzled,
-//    row 3          3  2  1  0  7  6  5  4        logical chunk c of rows 0..7 lands in physical
-//    ...                                          chunks c^0 .. c^7: all 8 distinct, all 32
-//    row 7          7  6  5  4  3  2  1  0        banks, one transaction.
-//
-// (The table shows which logical chunk each physical chunk holds.) Head dims that are not a
-// multiple of 64 (80, 96) use a second, partly filled block of 64 columns.
-template <int D>
-struct Tile {
-  static constexpr int kBlocks = (D + 63) / 64;
-  // Offset, in elements, of element (r, d) of a tile with `rows` rows.
-  static __device__ __forceinline__ int offset(int r, int d, int rows) {
-    return (d / 64) * rows * 64 + r * 64 + (((d % 64) / 8) ^ (r % 8)) * 8 + d % 8;
-  }
-  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
-};
-
-// The cp.async copies of one [Rows][D] tile, 16 bytes each, shared by the producer warp's lanes.
-// A lane copies chunk lane % (D / 8) of rows lane / (D / 8) + k * kRowStep: with
-// kRowStep a multiple of 8, the swizzle (r % 8) is the same in every pass k, so a thread's shared
-// and global offsets are computed once, before the K/V loop, and pass k only adds a constant
-// (which the copy instruction takes as an immediate). Head dims whose chunk count does not divide
-// the block (80, 96) fall back to computing each copy's offsets.
-template <int D, int Rows, int kThreads>
-struct TileCopy {
-  static constexpr int kChunks = D / 8;
-  static constexpr bool kFixedPasses =
-      kThreads % kChunks == 0 && (kThreads / kChunks) % 8 == 0 && Rows % (kThreads / kChunks) == 0;
-  static constexpr int kRowStep = kFixedPasses ? kThreads / kChunks : 1;
-  int row, smem, gmem;  // this thread's first row, and its offsets in the tile and in the source
-  __device__ __forceinline__ TileCopy() {
-    row = threadIdx.x % kThreads / kChunks;
-    const int d = threadIdx.x % kThreads % kChunks * 8;
-    smem = Tile<D>::offset(row, d, Rows);
-    gmem = row * D + d;
-  }
-
-  // Rows [0, Rows) of the tile starting at `src` (a [*, D] matrix) into `tile`. kFull: every
-  // row exists; otherwise rows at or past `valid_rows` are zero-filled (the partial tile at the
-  // end of a sequence).
-  template <bool kFull, typename T>
-  __device__ __forceinline__ void issue(T* tile, const T* src, int valid_rows = Rows) const {
-    if constexpr (kFixedPasses) {
-      const T* from = src + gmem;  // one 64-bit add; the passes add immediates
-#pragma unroll
-      for (int k = 0; k < Rows / kRowStep; ++k) {
-        const bool valid = kFull || row + k * kRowStep < valid_rows;
-        attn::cp_async_16(tile + smem + k * kRowStep * 64, valid ? from + k * kRowStep * D : src,
-                          valid ? 16 : 0);
-      }
-    } else {
-      for (int v = threadIdx.x % kThreads; v < Rows * kChunks; v += kThreads) {
-        const int r = v / kChunks, d = v % kChunks * 8;
-        const bool valid = kFull || r < valid_rows;
-        attn::cp_async_16(tile + Tile<D>::offset(r, d, Rows), src + (valid ? r * D + d : 0),
-                          valid ? 16 : 0);
-      }
-    }
-  }
-};
 
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionParams p) {
-  T* ring = attn::shared_memory<T>();  // [kStages][K, V][Bc][D], swizzled; Q is item 0's K
+  T* Qs = attn::shared_memory<T>();      // [Br][D], swizzled, then the ring:
+  T* ring = Qs + Tile<D>::elements(Br);  // [kStages][K, V][Bc][D]
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kStages * 2 * Tile<D>::elements(Bc));
   uint64_t* empty = full + kStages;  // full[s]: slot s has landed; empty[s]: slot s was read
+  uint64_t* q_full = empty + kStages;
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int i0 = blockIdx.y * Br;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -134,28 +71,30 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
   const int n_unmasked = min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
 
-  if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
+    attn::mbarrier_init(q_full, 32);  // the producer's 32 lanes' copies
+    attn::mbarrier_label(q_full, "q_full");
     for (int s = 0; s < kStages; ++s) {
-      attn::mbarrier_init(&full[s], 32);  // the producer's 32 lanes' copies
+      attn::mbarrier_init(&full[s], 32);
       attn::mbarrier_init(&empty[s], kConsumers);
       attn::mbarrier_label(&full[s], "full");
       attn::mbarrier_label(&empty[s], "empty");
     }
+  }
   __syncthreads();  // the barriers exist before anyone uses them (the block's only __syncthreads)
 
-  if (warp == kConsumerWarps) {         // the producer: Q, then every K/V tile, through the ring
-    const TileCopy<D, Br, 32> q_copy;   // the producer warp's 32 lanes share each copy
-    const TileCopy<D, Bc, 32> kv_copy;  // K and V tiles have the same shape: the same offsets
-    for (int item = 0; item <= n_tiles; ++item) {
-      const int s = item % kStages;
-      attn::mbarrier_test_wait_parity(&empty[s], (item / kStages % 2) ^ 1);  // the slot was read
+  if (warp == kConsumerWarps) {  // the producer: Q, then every K/V tile through the ring
+    const TileCopy<D, Br, 32, kConsumers> q_copy;   // the producer warp's 32 lanes share each copy
+    const TileCopy<D, Bc, 32, kConsumers> kv_copy;  // K and V: the same shape, the same offsets
+    q_copy.template issue<false>(Qs, static_cast<const T*>(p.q) + q_row0 * D, p.seqlen_q - i0);
+    attn::cp_async_mbarrier_arrive_noinc(q_full);  // "q_full" completes when they land
+    for (int n = 0; n < n_tiles; ++n) {
+      const int s = n % kStages;
+      attn::mbarrier_test_wait_parity(&empty[s], (n / kStages % 2) ^ 1);  // the slot was read
       T* k_slot = ring + s * 2 * Tile<D>::elements(Bc);
       T* v_slot = k_slot + Tile<D>::elements(Bc);
-      const int j0 = (item - 1) * Bc;  // The last tile's keys past block_end are zero-filled.
-      if (item == 0) {
-        q_copy.template issue<false>(k_slot, static_cast<const T*>(p.q) + q_row0 * D,
-                                     p.seqlen_q - i0);
-      } else if (j0 + Bc <= block_end) {
+      const int j0 = n * Bc;  // The last tile's keys past block_end are zero-filled.
+      if (j0 + Bc <= block_end) {
         kv_copy.template issue<true>(k_slot, k_head + int64_t(j0) * D);
         kv_copy.template issue<true>(v_slot, v_head + int64_t(j0) * D);
       } else {
@@ -167,8 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     return;
   }
 
-  attn::mbarrier_test_wait_parity(&full[0], 0);  // Q has landed (item 0)
-  const T* Qs = ring;
+  attn::mbarrier_test_wait_parity(q_full, 0);  // Q has landed
 
   // Q fragments: for each 16 columns, one ldmatrix.x4 of the four 8x8 quarters of the warp's 16
   // rows, in the order a0a1 (rows 0-7, cols 0-7), a2a3 (rows 8-15), a4a5 (cols 8-15), a6a7.
@@ -178,7 +116,6 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), d = kc * 16 + 8 * (j / 2);
     attn::ldmatrix<4>(q_frag[kc], Qs + Tile<D>::offset(r, d, Br));
   }
-  attn::mbarrier_arrive(&empty[0]);  // Q is in registers: slot 0 may take tile 2
   // A negative scale is folded into Q once (flip the sign bit of each 16-bit element), so that
   // the softmax below only ever sees a positive scale (common/online_softmax.h).
   if (p.scale < 0.0f)
@@ -202,14 +139,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
 
   // One K/V tile. kMasked: some key of the tile is invisible to some row (the last, partial tile;
   // tiles on the causal diagonal); the other tiles skip the mask entirely.
-  // kStage ((n + 1) % kStages, tile n being ring item n + 1) is a compile-time constant too, so
-  // that every shared-memory address below is a per-thread base plus an immediate: the loops call
-  // this for kStages tiles at a time.
+  // Its ring slot, stage = n % kStages, is a compile-time constant too, so that every
+  // shared-memory address below is a per-thread base plus an immediate: the loops call this for
+  // kStages tiles at a time.
   auto tile = [&](int n, auto stage_c, auto masked) {
     constexpr int stage = decltype(stage_c)::value;
     constexpr bool kMasked = decltype(masked)::value;
     const int j0 = n * Bc;
-    attn::mbarrier_test_wait_parity(&full[stage], (n + 1) / kStages % 2);  // this tile has landed
+    attn::mbarrier_test_wait_parity(&full[stage], n / kStages % 2);  // this tile has landed
     const T* K = ring + stage * 2 * Tile<D>::elements(Bc);
     const T* V = K + Tile<D>::elements(Bc);
 
@@ -251,13 +188,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     // row g + 8 * (i / 2), key j0 + 8 nt + 2t + i % 2.
     float tile_max[2];
 #pragma unroll
-    for (int nt = 0; nt < Bc / 8; ++nt)
+    for (int nt = 0; nt < Bc / 8; ++nt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         if constexpr (kMasked)
           if (j0 + nt * 8 + 2 * t + i % 2 >= end[i / 2]) s[nt][i] = -INFINITY;
         tile_max[i / 2] = nt == 0 && i % 2 == 0 ? s[nt][i] : fmaxf(tile_max[i / 2], s[nt][i]);
       }
+    }
 
     // Online softmax on the fragments, in base 2: the four lanes of a row combine their maxima
     // with two shuffles; each lane keeps its own part of the row sum l (reduced once, at the end).
@@ -301,12 +239,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
       }
     }
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
+    for (int dt = 0; dt < D / 8; ++dt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+    }
 
-        // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
-        // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
+    // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
+    // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt += 2) {
 #pragma unroll
@@ -324,22 +263,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttentionP
     }
     attn::mbarrier_arrive(&empty[stage]);  // this thread is done with the slot: refill it
   };
-  constexpr auto kStageSeq = std::make_integer_sequence<int, kStages>{};
   int n = 0;
   for (; n + kStages - 1 < n_unmasked; n += kStages)
-    [&]<int... stage>(std::integer_sequence<int, stage...>) {
-      (tile(n + stage, std::integral_constant<int, (stage + 1) % kStages>{}, std::false_type{}),
-       ...);
-    }
-  (kStageSeq);
-  for (; n < n_tiles; ++n)  // the rest (fewer than kStages unmasked tiles, then the masked ones)
-    [&]<int... stage>(std::integer_sequence<int, stage...>) {
-      ((n % kStages == stage
-            ? tile(n, std::integral_constant<int, (stage + 1) % kStages>{}, std::true_type{})
-            : void()),
-       ...);
-    }
-  (kStageSeq);
+    attn::static_for<kStages>([&](auto stage) { tile(n + stage.value, stage, std::false_type{}); });
+  for (; n < n_tiles; ++n) {  // the rest (fewer than kStages unmasked tiles, then the masked ones)
+    attn::static_for<kStages>([&](auto stage) {
+      if (n % kStages == stage.value) tile(n, stage, std::true_type{});
+    });
+  }
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
   // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
@@ -374,7 +305,8 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       const size_t smem =
-          kStages * 2 * Tile<D>::elements(Bc) * sizeof(T) + 2 * kStages * sizeof(uint64_t);
+          (Tile<D>::elements(Br) + kStages * 2 * Tile<D>::elements(Bc)) * sizeof(T) +
+          (2 * kStages + 1) * sizeof(uint64_t);
       if (p.dropout > 0.0f)
         attn::launch(attention_kernel<T, D, true>, {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p);
       else

@@ -1,39 +1,29 @@
 // Step 5 (sm_90a variant): FlashAttention-3's structure on Hopper.
 //
 //   attention_kernel_sm90a   three warpgroups of 128 threads. Warpgroup 0 is the producer: one
-//                            elected thread issues TMA tile loads (Q once, then K and V tiles into
-//                            a ring of kStages slots), crediting each slot's "full" mbarrier with
-//                            the bytes it expects. Warpgroups 1 and 2 are consumers, 64 query rows
-//                            each (Br = 128): S = Q K^T with wgmma from shared memory, the online
-//                            softmax on the accumulator fragments, O += P V with wgmma taking P
-//                            from registers, and an arrival on the slot's "empty" mbarrier.
+//                            elected thread issues TMA tile loads (Q once into its own buffer,
+//                            then K and V tiles into a ring of kStages slots), crediting each
+//                            "full" mbarrier with the bytes it expects. Warpgroups 1 and 2 are
+//                            consumers, 64 query rows each (Br = 128), with most of the block's
+//                            registers (setmaxnreg). They take turns issuing their wgmmas (named
+//                            barriers), so that one's softmax runs while the other's products
+//                            occupy the tensor cores, and each issues tile n's S = Q K^T together
+//                            with tile n-1's O += P V, its softmax of S_n starting while that
+//                            P V still runs. S = Q K^T reads Q and K from shared memory through
+//                            descriptors; O += P V takes P from registers; the row sums l = P 1
+//                            are a wgmma too, with a matrix of ones. A consumer releases a slot
+//                            by arriving on its "empty" mbarrier.
 //
-// What changes from the sm_80 variant (attention.cu), one idea each, one rung each (rung1_tma.cu
-// .. rung5_overlap.cu, then this file; the chapter has a section per rung):
-// - 5.1, TMA instead of cp.async: one thread copies a whole box (64 columns x Bc rows) described
-//   by a tensor map built on the host; the hardware swizzles it (128-byte pattern) and zero-fills
-//   rows past the end of the tensor. The slot's mbarrier completes when its bytes have landed.
-// - 5.2, wgmma instead of mma.sync: a warpgroup multiplies 64 rows at once, asynchronously;
-//   operands come from shared memory through 64-bit descriptors (no ldmatrix), the accumulators
-//   stay in registers in mma.sync's C layout, and wgmma.wait_group says when they may be read.
-// - 5.3, two consumer warpgroups and setmaxnreg: the producer needs few registers, the consumers
-//   many. The kernel starts at 168 per thread (65536 / 384); the producer gives back down to 40
-//   and the consumers take 232.
-// - 5.4, ping-pong: the two consumer warpgroups take turns issuing their GEMMs (named barriers 1,
-//   2), so that one warpgroup's softmax runs while the other's wgmmas occupy the tensor cores.
-// - 5.5, intra-warpgroup overlap: tile n's S = Q K^T is issued together with tile n-1's
-//   O += P V, and tile n's softmax starts as soon as S is done, while P V still runs.
-// - 5.6, fewer instructions per score (the budget): wide tiles (Bc = 192 keys at D = 64, 128
-//   above) and the row sums l = P 1 as a wgmma with a matrix of ones, instead of an add per score.
+//   tile n:  wait full[n] | turn: issue S_n, P_{n-1} V_{n-1} | wait S_n: mask, maxima
+//            | wait P_{n-1} V_{n-1}: release slot n-1, rescale O, P_n
+//   slot:    n % kStages, phase n / kStages % 2, kept as running values
 //
-//   ring item:  0 (K0 V0)   1 (K1 V1)   2 (K2 V2)   3 (K3 V3) ...   Q has its own mbarrier.
-//   slot:       0           1           2           0         ...   item % kStages
-//   phase:      0           0           0           1         ...   item / kStages % 2
-//
-// Shared tiles are [rows][64] blocks of 16-bit elements, 128 bytes per row, in TMA's 128-byte
-// swizzle (16-byte chunk c of row r at chunk c ^ (r % 8), the layout sm_80's kernel builds by
-// hand). Head dims past 64 use a second block, zero-filled past D by TMA.
+// Tiles are Bc = 192 keys wide at D = 64 and 128 above (64 with dropout): the instructions a tile
+// costs besides its scores (rescaling O, the maxima's shuffles, the barriers) spread over more
+// tensor work. Shared tiles are 64-column blocks of 128-byte rows in TMA's 128-byte swizzle
+// (common/swizzled_tile.h); head dims past 64 use a second block, zero-filled past D by TMA.
 #include "common/hopper.h"
+#include "common/swizzled_tile.h"
 #include "common/tiles.h"
 
 #include <type_traits>
@@ -41,6 +31,7 @@
 namespace step5::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
+using attn::Tile;
 
 namespace sm90a {  // apart from the sm_80 kernel's names (attention.cu), in the same namespace
 
@@ -56,16 +47,6 @@ constexpr int kPaddingBarrier = 5;  // named barrier 5: all consumer threads (ze
 static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <=
                   65536 / kThreads / 8 * 8 * kThreads,
               "setmaxnreg: the roles' registers must fit the block's pool");
-
-// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
-// a block 128 bytes = 8 chunks of 16 bytes, chunk c of row r at chunk c ^ (r % 8): TMA's
-// 128-byte swizzle, which the wgmma descriptors below name. Head dims that are not a multiple of
-// 64 (80, 96) use a second, partly filled block of 64 columns.
-template <int D>
-struct Tile {
-  static constexpr int kBlocks = (D + 63) / 64;
-  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
-};
 
 // Keys per tile. The softmax costs the same instructions per score whatever Bc is, but each tile
 // also pays for rescaling O (D / 2 FMULs per thread), the row maxima's shuffles, the barriers and
@@ -89,8 +70,8 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
 #if ATTN_SM90A_BODY
   using namespace sm90a;
   constexpr int Bc = kKeysPerTile<D, kDropout>;
-  T* q_smem = attn::shared_memory<T>();                  // [Br][D], swizzled, then the ring:
-  T* ring = q_smem + Tile<D>::elements(Br);              // [kStages][K, V][Bc][D], then the ones:
+  T* Qs = attn::shared_memory<T>();                      // [Br][D], swizzled, then the ring:
+  T* ring = Qs + Tile<D>::elements(Br);                  // [kStages][K, V][Bc][D], then the ones:
   T* ones = ring + kStages * 2 * Tile<D>::elements(Bc);  // [8][16] (n-major: a K-major B)
   uint64_t* full = reinterpret_cast<uint64_t*>(ones + kOnes);
   uint64_t* empty = full + kStages;  // full[s]: slot s has landed; empty[s]: slot s was read
@@ -120,10 +101,10 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   constexpr uint32_t kSlotBytes = 2 * Tile<D>::elements(Bc) * sizeof(T);  // K and V
 
   if (threadIdx.x == 0) {
-    attn::mbarrier_init(q_full, 1);
+    attn::mbarrier_init(q_full, 1);  // the producer's arrive.expect_tx, then the TMA bytes
     attn::mbarrier_label(q_full, "q_full");
     for (int s = 0; s < kStages; ++s) {
-      attn::mbarrier_init(&full[s], 1);  // the producer's arrive.expect_tx, then the TMA bytes
+      attn::mbarrier_init(&full[s], 1);
       attn::mbarrier_init(&empty[s], kConsumers);
       attn::mbarrier_label(&full[s], "full");
       attn::mbarrier_label(&empty[s], "empty");
@@ -140,22 +121,24 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   }
   __syncthreads();  // the barriers exist before anyone uses them (the block's only __syncthreads)
 
-  if (warpgroup == 0) {  // the producer warpgroup: one thread issues every copy
+  if (warpgroup == 0) {  // the producer warpgroup: Q, then every K/V tile through the ring
     attn::setmaxnreg_dec<kProducerRegs>();
-    if (warp == 0 && attn::elect_one()) {
+    if (warp == 0 && attn::elect_one()) {  // one thread issues every copy
       const int kv_bh = b * p.heads_kv + attn::kv_head(p, h);
+      // Boxes past the tensor's last row arrive as zeros (and count).
       attn::mbarrier_arrive_expect_tx(q_full, Tile<D>::elements(Br) * sizeof(T));
       for (int blk = 0; blk < Tile<D>::kBlocks; ++blk)
-        attn::tma_load_3d(q_smem + blk * Br * 64, &map_q, q_full, 64 * blk, i0, blockIdx.z);
+        attn::tma_load_3d(Qs + blk * Br * 64, &map_q, q_full, 64 * blk, i0, blockIdx.z);
       for (int n = 0; n < n_tiles; ++n) {
         const int s = n % kStages;
         attn::mbarrier_wait_parity(&empty[s], (n / kStages % 2) ^ 1);  // the slot was read
         T* k_slot = ring + s * 2 * Tile<D>::elements(Bc);
         T* v_slot = k_slot + Tile<D>::elements(Bc);
+        const int j0 = n * Bc;
         attn::mbarrier_arrive_expect_tx(&full[s], kSlotBytes);
         for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
-          attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, n * Bc, kv_bh);
-          attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, n * Bc, kv_bh);
+          attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, j0, kv_bh);
+          attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, j0, kv_bh);
         }
       }
     }
@@ -164,28 +147,22 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
 
   attn::setmaxnreg_inc<kConsumerRegs>();
   attn::mbarrier_wait_parity(q_full, 0);  // Q has landed
-  T* q_group = q_smem + group * 64 * 64;  // this warpgroup's 64 rows, in each 64-column block
+  T* q_group = Qs + group * 64 * 64;      // this warpgroup's 64 rows, in each 64-column block
+  // A negative scale is folded into Q once (flip the sign bit of each 16-bit element), so that
+  // the softmax below only ever sees a positive scale (common/online_softmax.h); in shared memory
+  // now, and every warp of the warpgroup must have fenced its stores before any of them issues a
+  // wgmma that reads them.
   if (p.scale < 0.0f) {
-    // A negative scale is folded into Q (sign bits flipped, see step 4), here in shared memory,
-    // which wgmma reads through the async proxy: the generic stores must be fenced, and every
-    // warp of the warpgroup must have fenced its stores before any of them issues a wgmma.
-    for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
-      uint4* q4 = reinterpret_cast<uint4*>(q_group + blk * Br * 64);
-      for (int x = threadIdx.x % 128; x < 64 * 64 * 2 / 16; x += 128) {
-        uint4 v = q4[x];
-        v.x ^= 0x80008000u, v.y ^= 0x80008000u, v.z ^= 0x80008000u, v.w ^= 0x80008000u;
-        q4[x] = v;
-      }
-    }
-    attn::fence_proxy_async_shared();  // Q's sign
+    attn::negate_tile_rows<D>(q_group, Br, 64, threadIdx.x % 128, 128);
     attn::named_barrier_sync(kGroupBarrier + group, 128);
   }
   const float c = online_softmax::scale_log2(p.scale);  // scale * log2(e)
 
-  // Descriptors (attn::make_wgmma_desc): K-major A (Q) and B (K) in 128-byte swizzle, 8-row groups
-  // 1024 bytes apart; k-block kb (16 columns) starts 32 bytes further within a 64-column block.
-  // V is B of P V, MN-major (d contiguous): 16 keys per k-block are 16 rows of 128 bytes, the
-  // next 64 columns of d are the next block (leading byte offset Bc * 128).
+  // Descriptors (attn::make_wgmma_desc) of Q and of slot 0, each slot kSlotBytes further: K-major
+  // A (Q) and B (K) in 128-byte swizzle, 8-row groups 1024 bytes apart, k-block kc (16 columns of
+  // d) 32 bytes further within a 64-column block. V is B of P V, MN-major (d contiguous): 16 keys
+  // per k-block are 16 rows of 128 bytes, the next 64 columns of d are the next block (leading byte
+  // offset Bc * 128).
   const uint64_t q_desc = attn::make_wgmma_desc(q_group, 16, 1024, attn::WgmmaSwizzle::b128);
   const uint64_t k_desc = attn::make_wgmma_desc(ring, 16, 1024, attn::WgmmaSwizzle::b128);
   const uint64_t v_desc =
@@ -196,21 +173,27 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   // Every element is 1, so each of the 8 columns of P 1 is the row sum of P.
   const uint64_t ones_desc = attn::make_wgmma_desc(ones, 128, 128, attn::WgmmaSwizzle::none);
 
-  float o_acc[D / 2] = {};  // O: 64 x D per warpgroup; o_acc[4 dt + i] is step 4's o_acc[dt][i]
+  float o_acc[D / 8][4] = {};  // O: 64 x D per warpgroup, D / 8 tiles of 16 x 8 per warp
   // l = P 1 on the tensor cores: 64 x 8, the row sum of row g (+ 8) in l_acc[0] (l_acc[2]), the
   // other columns the same sums again (unused, so not rescaled). It replaces one FADD per score.
   // The dropout kernels sum P before dropping keys, with FADDs.
   [[maybe_unused]] float l_acc[4] = {};
-  float s_acc[Bc / 2];  // S: 64 x Bc per warpgroup; s_acc[4 nt + i] is step 4's s[nt][i]
-  uint32_t p_frag[Bc / 16][4];
-  [[maybe_unused]] uint32_t p_lo[kDropout ? Bc / 16 : 1][4];
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
-  float alpha[2] = {1.0f, 1.0f};
   // Where the current tile n lies in the ring, kept as running values (as CUTLASS's
   // PipelineState does) instead of divided out of n: slot = n % kStages, phase = n / kStages % 2.
   int slot = 0;
   uint32_t phase = 0;
+  // What the pieces of a tile below share: S of the tile in flight, P of the tile whose P V is
+  // next, the factors of the last softmax.
+  float s[Bc / 8][4];
+  uint32_t p_frag[Bc / 16][4];  // P as A fragments, 16 keys each
+  // With dropout, what rounding P to 16 bits lost (see pack2_residual), multiplied by V too:
+  // the kept probabilities are scaled by 1 / (1 - p) at the end (1000 at p = 0.999), and two
+  // kept keys whose values have opposite signs cancel, so the rounding error of P alone would
+  // exceed the check. Without dropout this array is empty and costs nothing.
+  [[maybe_unused]] uint32_t p_lo[kDropout ? Bc / 16 : 1][4];
+  float alpha[2], neg_mc[2];
 
   // The tile with keys past the batch's key length (its last, when the batch has padding) gets
   // zeros there from the consumers before any of them reads it: TMA copied the caller's padding
@@ -224,7 +207,8 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   };
 
   // The ping-pong: turn k of this warpgroup waits for the other's turn k - 1 (warpgroup 0 goes
-  // first) and ends by letting the other go. Both warpgroups take n_tiles + 1 turns.
+  // first) and ends by letting the other go. Both warpgroups take n_tiles + 1 turns: the last
+  // issues the last tile's P V.
   const int n_turns = n_tiles + 1;
   int turn = 0;
   auto turn_begin = [&] {
@@ -235,60 +219,15 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
       attn::named_barrier_arrive(kTurnBarrier + (1 - group), 2 * 128);
     ++turn;
   };
-  // S = Q K^T of the tile in slot s: D / 16 wgmmas of 64 x Bc x 16, one group. The slot's
-  // descriptor is computed once; each k-block adds a constant to it.
-  auto issue_s = [&](int s) {
-    const uint64_t k_slot = attn::wgmma_desc_plus(k_desc, s * kSlotBytes);
-#pragma unroll
-    for (int kb = 0; kb < D / 16; ++kb) {
-      const uint32_t col = (kb % 4) * 32;  // bytes: 16 columns within a 64-column block
-      attn::wgmma_ss<Bc, T>(s_acc, attn::wgmma_desc_plus(q_desc, (kb / 4) * Br * 128 + col),
-                            attn::wgmma_desc_plus(k_slot, (kb / 4) * Bc * 128 + col), kb > 0);
-    }
-    attn::wgmma_commit();
-  };
-  // O += P V of the tile in slot s: Bc / 16 wgmmas of 64 x D x 16 with P from registers (and
-  // l += P 1 beside each).
-  auto issue_pv = [&](int s) {
-    const uint64_t v_slot = attn::wgmma_desc_plus(v_desc, s * kSlotBytes);
-#pragma unroll
-    for (int kc = 0; kc < Bc / 16; ++kc) {
-      const uint64_t vd = attn::wgmma_desc_plus(v_slot, kc * 16 * 128);
-      attn::wgmma_rs<D, T, true>(o_acc, p_frag[kc], vd, true);
-      if constexpr (kDropout)
-        attn::wgmma_rs<D, T, true>(o_acc, p_lo[kc], vd, true);
-      else
-        attn::wgmma_rs<8, T, false>(l_acc, p_frag[kc], ones_desc, true);
-    }
-    attn::wgmma_commit();
-  };
 
-  // The softmax of tile n, in two parts. First (S has retired): mask, row maxima, the new running
-  // maxima and the factor alpha by which O must be rescaled.
-  auto softmax_max = [&](int n, auto masked) {
-    constexpr bool kMasked = decltype(masked)::value;
-    const int j0 = n * Bc;
-    float tile_max[2];
-#pragma unroll
-    for (int i = 0; i < Bc / 2; ++i) {
-      if constexpr (kMasked)
-        if (j0 + 8 * (i / 4) + 2 * t + i % 2 >= end[i % 4 / 2]) s_acc[i] = -INFINITY;
-      tile_max[i % 4 / 2] = i < 4 && i % 2 == 0 ? s_acc[i] : fmaxf(tile_max[i % 4 / 2], s_acc[i]);
-    }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float m = attn::row_max<4>(tile_max[half]);
-      alpha[half] = kDropout
-                        ? online_softmax::rescale_to2<kMasked>(state[half], m, c, attn::exp2_ftz)
-                        : online_softmax::move_max2<kMasked>(state[half], m, c, attn::exp2_ftz);
-    }
-  };
-  // Second (the previous P V has retired, so O and P's registers are free): rescale O, and P.
-  auto softmax_p = [&](int n, auto masked) {
-    constexpr bool kMasked = decltype(masked)::value;
+  // The pieces of a tile. With dropout, this lane's 32 keep decisions of tile n (bit 4 nt + i for
+  // element i of S tile nt), drawn before S is computed, so that the Philox rounds do not compete
+  // for registers with S and P. Keys 2t and 2t + 1 of a row come from one Philox call.
+  auto keep_bits = [&](int n) {
     [[maybe_unused]] uint32_t keep = 0;
     if constexpr (kDropout) {
       const int j0 = n * Bc;
+      // Not unrolled: one Philox call at a time keeps its temporaries to a few registers.
 #pragma unroll 1
       for (int nt = 0; nt < Bc / 8; ++nt) {
 #pragma unroll 1
@@ -301,10 +240,52 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
         }
       }
     }
+    return keep;
+  };
+
+  // S = Q K^T for the warpgroup's 64 rows and the tile in slot `stage`: D / 16 wgmmas of
+  // 64 x Bc x 16, A (Q) and B (K, stored [key][d]: K-major) from shared memory, one group.
+  auto issue_s = [&](int stage) {
+    const uint64_t k_slot = attn::wgmma_desc_plus(k_desc, stage * kSlotBytes);
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o_acc[i] *= alpha[i % 4 / 2];
-    if constexpr (!kDropout) l_acc[0] *= alpha[0], l_acc[2] *= alpha[1];
-    float neg_mc[2];
+    for (int kc = 0; kc < D / 16; ++kc)
+      attn::wgmma_ss<Bc, T>(s, attn::wgmma_desc_plus(q_desc, (kc / 4) * Br * 128 + (kc % 4) * 32),
+                            attn::wgmma_desc_plus(k_slot, (kc / 4) * Bc * 128 + (kc % 4) * 32),
+                            kc > 0);
+    attn::wgmma_commit();
+  };
+
+  // The softmax of tile n, in two parts. First (S has retired): the mask (masked tiles only) and
+  // row maxima of the unscaled scores. Element i of tile nt is row g + 8 * (i / 2), key
+  // j0 + 8 nt + 2t + i % 2.
+  auto softmax_max = [&](int n, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
+    const int j0 = n * Bc;
+    float tile_max[2];
+#pragma unroll
+    for (int nt = 0; nt < Bc / 8; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if constexpr (kMasked)
+          if (j0 + nt * 8 + 2 * t + i % 2 >= end[i / 2]) s[nt][i] = -INFINITY;
+        tile_max[i / 2] = nt == 0 && i % 2 == 0 ? s[nt][i] : fmaxf(tile_max[i / 2], s[nt][i]);
+      }
+    }
+
+    // Online softmax on the fragments, in base 2: the four lanes of a row combine their maxima
+    // with two shuffles; each lane keeps its own part of the row sum l (reduced once, at the
+    // end).
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float m = attn::row_max<4>(tile_max[half]);
+      alpha[half] = kDropout
+                        ? online_softmax::rescale_to2<kMasked>(state[half], m, c, attn::exp2_ftz)
+                        : online_softmax::move_max2<kMasked>(state[half], m, c, attn::exp2_ftz);
+    }
+  };
+  // Second (the previous P V has retired, so P's and O's registers are free): P, and O rescaled.
+  auto softmax_p = [&](uint32_t keep, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
 #pragma unroll
     for (int half = 0; half < 2; ++half)
       neg_mc[half] = online_softmax::neg_scaled_max<kMasked>(state[half], c);
@@ -313,15 +294,18 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
       float pr[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        pr[i] = online_softmax::prob2(s_acc[4 * nt + i], c, neg_mc[i / 2], attn::exp2_ftz);
-        if constexpr (kDropout) state[i / 2].l += pr[i];
+        pr[i] = online_softmax::prob2(s[nt][i], c, neg_mc[i / 2], attn::exp2_ftz);
+        if constexpr (kDropout) state[i / 2].l += pr[i];  // over every key, dropped or not
       }
       if constexpr (kDropout) {
+        // Dropped: 0; kept: 1. The 1 / (1 - p) of the kept ones is applied to O at the end, so
+        // P stays in [0, 1].
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           if (!(keep >> (4 * nt + i) & 1u)) pr[i] = 0.0f;
       }
-      // The accumulator layout of S is the A-fragment layout of P, as with mma.sync.
+      // The accumulator layout of S (rows g, g+8; columns 2t, 2t+1) is the A-fragment layout of
+      // P for the product P V: tiles 2k and 2k+1 of S are keys 0-7 and 8-15 of A fragment k.
       p_frag[nt / 2][2 * (nt % 2)] = attn::pack2<T>(pr[0], pr[1]);
       p_frag[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(pr[2], pr[3]);
       if constexpr (kDropout) {
@@ -331,18 +315,43 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
             attn::pack2_residual<T>(pr[2], pr[3], p_frag[nt / 2][2 * (nt % 2) + 1]);
       }
     }
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+    }
+    if constexpr (!kDropout) l_acc[0] *= alpha[0], l_acc[2] *= alpha[1];
   };
 
-  // Tile n > 0: issue S_n = Q K_n^T and O += P_{n-1} V_{n-1} in this warpgroup's turn; the
-  // softmax of S_n starts when S_n retires (wait_group 1: the P V group may still run); the slot
-  // of tile n - 1 is released once P V has retired too.
+  // O += P V of the tile in slot `stage`: Bc / 16 wgmmas of 64 x D x 16, A from P's fragments
+  // (and P's residual with dropout), B (V, stored [key][d]: MN-major, transposed in the
+  // instruction) from the slot, one group.
+  auto issue_pv = [&](int stage) {
+    const uint64_t v_slot = attn::wgmma_desc_plus(v_desc, stage * kSlotBytes);
+#pragma unroll
+    for (int kc = 0; kc < Bc / 16; ++kc) {
+      const uint64_t vd = attn::wgmma_desc_plus(v_slot, kc * 16 * 128);
+      attn::wgmma_rs<D, T, true>(o_acc, p_frag[kc], vd, true);
+      if constexpr (kDropout)
+        attn::wgmma_rs<D, T, true>(o_acc, p_lo[kc], vd, true);
+      else  // l += P 1
+        attn::wgmma_rs<8, T, false>(l_acc, p_frag[kc], ones_desc, true);
+    }
+    attn::wgmma_commit();
+  };
+
+  // Tile n: S_n and P_{n-1} V_{n-1} issued in this warpgroup's turn; the softmax of S_n starts
+  // when S_n retires (wait_group 1: the P V group may still run); the slot of tile n - 1 is
+  // released, and P_n written, once P V has retired too.
   auto tile = [&](int n, auto masked) {
-    const int prev = slot;
+    constexpr bool kMasked = decltype(masked)::value;
+    const int prev = slot;  // tile n - 1's
     if (++slot == kStages) slot = 0, phase ^= 1;
-    attn::mbarrier_wait_parity(&full[slot], phase);  // tile n has landed
-    if constexpr (decltype(masked)::value) zero_padding(n, slot);
+    attn::mbarrier_wait_parity(&full[slot], phase);  // this tile has landed
+    if constexpr (kMasked) zero_padding(n, slot);
+    const uint32_t keep = keep_bits(n);
     turn_begin();
-    attn::wgmma_fence();  // P, O and S were written by ordinary instructions since the last wgmma
+    attn::wgmma_fence();  // S, P and O were written by ordinary instructions since the last wgmma
     issue_s(slot);
     issue_pv(prev);
     turn_end();
@@ -350,13 +359,13 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     softmax_max(n, masked);
     attn::wgmma_wait<0>();                // P_{n-1} V_{n-1} has retired
     attn::mbarrier_arrive(&empty[prev]);  // this thread is done with tile n - 1's slot
-    softmax_p(n, masked);
+    softmax_p(keep, masked);
   };
-
   if (n_tiles > 0) {
     // Tile 0: S_0 alone, then its softmax (O is still zero).
     attn::mbarrier_wait_parity(&full[slot], phase);
     zero_padding(0, slot);
+    const uint32_t keep = keep_bits(0);
     turn_begin();
     attn::wgmma_fence();
     issue_s(slot);
@@ -364,15 +373,17 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     attn::wgmma_wait<0>();
     if (n_unmasked > 0) {
       softmax_max(0, std::false_type{});
-      softmax_p(0, std::false_type{});
+      softmax_p(keep, std::false_type{});
     } else {
       softmax_max(0, std::true_type{});
-      softmax_p(0, std::true_type{});
+      softmax_p(keep, std::true_type{});
     }
     int n = 1;
-    for (; n < min(n_unmasked, n_tiles); ++n) tile(n, std::false_type{});
-    for (; n < n_tiles; ++n) tile(n, std::true_type{});
-    // The last tile's O += P V.
+    for (; n < n_unmasked; ++n) tile(n, std::false_type{});
+    for (; n < n_tiles; ++n) {
+      tile(n, std::true_type{});
+    }
+    // The last tile's O += P V, in one more turn.
     turn_begin();
     attn::wgmma_fence();
     issue_pv(slot);
@@ -393,8 +404,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     if (end[half] == 0) {
       state[half] = online_softmax::init<float>();
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt)
-        o_acc[4 * dt + 2 * half] = o_acc[4 * dt + 2 * half + 1] = 0.0f;
+      for (int dt = 0; dt < D / 8; ++dt) o_acc[dt][2 * half] = o_acc[dt][2 * half + 1] = 0.0f;
     }
     const int r = row0 + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
@@ -403,7 +413,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
       *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
-          attn::pack2<T>(o_acc[4 * dt + 2 * half] * inv_l, o_acc[4 * dt + 2 * half + 1] * inv_l);
+          attn::pack2<T>(o_acc[dt][2 * half] * inv_l, o_acc[dt][2 * half + 1] * inv_l);
     if (t == 0) p.lse[q_row0 + r] = online_softmax::lse2(state[half], p.scale);
   }
 #else

@@ -47,24 +47,29 @@ std::map<uint32_t, int> slots(const std::vector<SyncEvent>& events, const std::s
   return index;
 }
 
-// The ring of the sm_80 kernel (attention.cu): which slot and phase each item goes through, from
-// the waits of the producer's first lane and of the first consumer thread.
+// The ring of the sm_80 kernel (attention.cu): which slot and phase each tile goes through, from
+// the waits of the producer's first lane and of the first consumer thread (and the consumer's wait
+// for Q, which has a barrier of its own).
 int ring_figure() {
   constexpr int kTiles = 5;
   const auto events = record(&step5::figures::run, 64, kTiles * 64);
   const auto full = slots(events, "full"), empty = slots(events, "empty");
-  std::vector<std::string> producer, consumer;
+  std::vector<std::string> producer, consumer, q;
   for (const SyncEvent& e : events) {
     const bool is_producer = e.thread == 32 * step5::figures::kConsumerWarps;
     if (e.block != 0 || e.what != "wait" || (e.thread != 0 && !is_producer)) continue;
+    if (e.label == "q_full") {
+      q.push_back("q_full parity " + std::to_string(e.parity));
+      continue;
+    }
     const auto& index = e.label == "full" ? full : empty;
     const std::string text = e.label + "[" + std::to_string(index.at(e.address)) + "] parity " +
                              std::to_string(e.parity);
     (is_producer ? producer : consumer).push_back(text);
   }
-  if (producer.size() != kTiles + 1 || consumer.size() != kTiles + 1) {
-    std::fprintf(stderr, "ring: %zu producer and %zu consumer waits, expected %d each\n",
-                 producer.size(), consumer.size(), kTiles + 1);
+  if (producer.size() != kTiles || consumer.size() != kTiles || q.size() != 1) {
+    std::fprintf(stderr, "ring: %zu producer, %zu consumer and %zu Q waits, expected %d, %d, 1\n",
+                 producer.size(), consumer.size(), q.size(), kTiles, kTiles);
     return 1;
   }
   std::printf(
@@ -72,12 +77,12 @@ int ring_figure() {
       "(one block, %d K/V tiles, kStages = %d), its waits recorded in order; do not edit by "
       "hand.\n\n",
       kTiles, step5::figures::kStages);
-  std::printf("    item        producer (lane 0) waits on     consumer (thread 0) waits on\n");
-  for (int item = 0; item <= kTiles; ++item) {
-    const std::string what =
-        item == 0 ? "Q" : "K" + std::to_string(item - 1) + " V" + std::to_string(item - 1);
-    std::printf("    %d %-8s  %-30s %s\n", item, ("(" + what + ")").c_str(),
-                producer[size_t(item)].c_str(), consumer[size_t(item)].c_str());
+  std::printf("    tile        producer (lane 0) waits on     consumer (thread 0) waits on\n");
+  std::printf("    %-10s  %-30s %s\n", "(Q)", "-", q[0].c_str());
+  for (int n = 0; n < kTiles; ++n) {
+    const std::string what = "K" + std::to_string(n) + " V" + std::to_string(n);
+    std::printf("    %d %-8s  %-30s %s\n", n, ("(" + what + ")").c_str(),
+                producer[size_t(n)].c_str(), consumer[size_t(n)].c_str());
   }
   return 0;
 }

@@ -7,21 +7,21 @@
 // copy, the swizzle): one elected thread asks for a box by its coordinates, the hardware
 // generates the addresses, writes the box in the 128-byte swizzle that Tile<D> already uses (so
 // the consumers, which are the sm_80 kernel's, do not change), and fills rows past the tensor's
-// end with zeros. Not those past a batch's key length: the consumers zero them (zero_padding). The
-// slot's "full" mbarrier now expects one arrival (the producer's arrive.expect_tx, which announces
-// the slot's bytes) and completes when the bytes have landed.
+// end with zeros. Not those past a batch's key length: the consumers zero them (zero_padding). A
+// slot's "full" mbarrier (and Q's) now expects one arrival (the producer's arrive.expect_tx,
+// which announces the bytes) and completes when the bytes have landed.
 //
-//   item:    0 (Q)   1 (K0 V0)   2 (K1 V1)   3 (K2 V2)  ...   slot item % kStages,
-//   box:     Q rows i0 ..        K, V rows 64 n .. (+ 64), columns 64 blk ..   per 64 columns
+//   box:     Q rows i0 .. (+ 64);  tile n: K, V rows 64 n .. (+ 64);  columns 64 blk .. (+ 64)
 #include "common/hopper.h"
+#include "common/swizzled_tile.h"
 #include "common/tiles.h"
 
 #include <type_traits>
-#include <utility>
 
 namespace step5::rung1::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
+using attn::Tile;
 
 constexpr int kConsumerWarps = 4;
 constexpr int kWarps = kConsumerWarps + 1;  // the last warp is the producer
@@ -31,30 +31,6 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kConsumers = 32 * kConsumerWarps;  // threads that arrive on "empty"
 constexpr int kStages = 3;                       // ring slots, each a K tile and a V tile
 constexpr int kPaddingBarrier = 5;  // named barrier 5: all consumer threads (zero_padding)
-static_assert(Br == Bc, "Q travels through the ring as a K-sized tile");
-
-// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
-// a block 128 bytes = 8 chunks of 16 bytes, with chunk c of row r stored at chunk c ^ (r % 8):
-//
-//            chunk:  0  1  2  3  4  5  6  7        ldmatrix reads one 16-byte chunk from each of
-//    row 0          0  1  2  3  4  5  6  7        8 consecutive rows. Unswizzled, the 8 chunks
-//    row 1          1  0  3  2  5  4  7  6        of logical column c sit 128 bytes apart: the
-//    row 2          2  3  0  1  6  7  4  5        same 4 banks, an 8-way conflict. Swizzled,
-//    row 3          3  2  1  0  7  6  5  4        logical chunk c of rows 0..7 lands in physical
-//    ...                                          chunks c^0 .. c^7: all 8 distinct, all 32
-//    row 7          7  6  5  4  3  2  1  0        banks, one transaction.
-//
-// (The table shows which logical chunk each physical chunk holds.) Head dims that are not a
-// multiple of 64 (80, 96) use a second, partly filled block of 64 columns.
-template <int D>
-struct Tile {
-  static constexpr int kBlocks = (D + 63) / 64;
-  // Offset, in elements, of element (r, d) of a tile with `rows` rows.
-  static __device__ __forceinline__ int offset(int r, int d, int rows) {
-    return (d / 64) * rows * 64 + r * 64 + (((d % 64) / 8) ^ (r % 8)) * 8 + d % 8;
-  }
-  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
-};
 
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
@@ -63,9 +39,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                            const __grid_constant__ attn::TensorMap map_k,
                            const __grid_constant__ attn::TensorMap map_v) {
 #if ATTN_SM90A_BODY
-  T* ring = attn::shared_memory<T>();  // [kStages][K, V][Bc][D], swizzled; Q is item 0's K
+  T* Qs = attn::shared_memory<T>();      // [Br][D], swizzled, then the ring:
+  T* ring = Qs + Tile<D>::elements(Br);  // [kStages][K, V][Bc][D]
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kStages * 2 * Tile<D>::elements(Bc));
   uint64_t* empty = full + kStages;  // full[s]: slot s has landed; empty[s]: slot s was read
+  uint64_t* q_full = empty + kStages;
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int i0 = blockIdx.y * Br;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -86,41 +64,42 @@ __global__ void __launch_bounds__(kThreads, 1)
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
   constexpr uint32_t kSlotBytes = 2 * Tile<D>::elements(Bc) * sizeof(T);  // K and V
 
-  if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
+    attn::mbarrier_init(q_full, 1);  // the producer's arrive.expect_tx, then the TMA bytes
+    attn::mbarrier_label(q_full, "q_full");
     for (int s = 0; s < kStages; ++s) {
-      attn::mbarrier_init(&full[s], 1);  // the producer's arrive.expect_tx, then the TMA bytes
+      attn::mbarrier_init(&full[s], 1);
       attn::mbarrier_init(&empty[s], kConsumers);
       attn::mbarrier_label(&full[s], "full");
       attn::mbarrier_label(&empty[s], "empty");
     }
+  }
   __syncthreads();  // the barriers exist before anyone uses them (the block's only __syncthreads)
 
-  if (warp == kConsumerWarps) {  // the producer: Q, then every K/V tile, through the ring
+  if (warp == kConsumerWarps) {  // the producer: Q, then every K/V tile through the ring
     if (attn::elect_one()) {     // one thread issues every copy
       const int kv_bh = b * p.heads_kv + attn::kv_head(p, h);
-      for (int item = 0; item <= n_tiles; ++item) {
-        const int s = item % kStages;
-        attn::mbarrier_test_wait_parity(&empty[s], (item / kStages % 2) ^ 1);  // the slot was read
+      // Boxes past the tensor's last row arrive as zeros (and count).
+      attn::mbarrier_arrive_expect_tx(q_full, Tile<D>::elements(Br) * sizeof(T));
+      for (int blk = 0; blk < Tile<D>::kBlocks; ++blk)
+        attn::tma_load_3d(Qs + blk * Br * 64, &map_q, q_full, 64 * blk, i0, blockIdx.z);
+      for (int n = 0; n < n_tiles; ++n) {
+        const int s = n % kStages;
+        attn::mbarrier_test_wait_parity(&empty[s], (n / kStages % 2) ^ 1);  // the slot was read
         T* k_slot = ring + s * 2 * Tile<D>::elements(Bc);
         T* v_slot = k_slot + Tile<D>::elements(Bc);
-        const int j0 = (item - 1) * Bc;
-        // Q is one K-sized tile; boxes past the tensor's last row arrive as zeros (and count).
-        attn::mbarrier_arrive_expect_tx(&full[s], item == 0 ? kSlotBytes / 2 : kSlotBytes);
+        const int j0 = n * Bc;
+        attn::mbarrier_arrive_expect_tx(&full[s], kSlotBytes);
         for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
-          if (item == 0) {
-            attn::tma_load_3d(k_slot + blk * Br * 64, &map_q, &full[s], 64 * blk, i0, blockIdx.z);
-          } else {
-            attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, j0, kv_bh);
-            attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, j0, kv_bh);
-          }
+          attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, j0, kv_bh);
+          attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, j0, kv_bh);
         }
       }
     }
     return;
   }
 
-  attn::mbarrier_test_wait_parity(&full[0], 0);  // Q has landed (item 0)
-  const T* Qs = ring;
+  attn::mbarrier_test_wait_parity(q_full, 0);  // Q has landed
 
   // Q fragments: for each 16 columns, one ldmatrix.x4 of the four 8x8 quarters of the warp's 16
   // rows, in the order a0a1 (rows 0-7, cols 0-7), a2a3 (rows 8-15), a4a5 (cols 8-15), a6a7.
@@ -130,7 +109,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), d = kc * 16 + 8 * (j / 2);
     attn::ldmatrix<4>(q_frag[kc], Qs + Tile<D>::offset(r, d, Br));
   }
-  attn::mbarrier_arrive(&empty[0]);  // Q is in registers: slot 0 may take tile 2
   // A negative scale is folded into Q once (flip the sign bit of each 16-bit element), so that
   // the softmax below only ever sees a positive scale (common/online_softmax.h).
   if (p.scale < 0.0f)
@@ -165,14 +143,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // One K/V tile. kMasked: some key of the tile is invisible to some row (the last, partial tile;
   // tiles on the causal diagonal); the other tiles skip the mask entirely.
-  // kStage ((n + 1) % kStages, tile n being ring item n + 1) is a compile-time constant too, so
-  // that every shared-memory address below is a per-thread base plus an immediate: the loops call
-  // this for kStages tiles at a time.
+  // Its ring slot, stage = n % kStages, is a compile-time constant too, so that every
+  // shared-memory address below is a per-thread base plus an immediate: the loops call this for
+  // kStages tiles at a time.
   auto tile = [&](int n, auto stage_c, auto masked) {
     constexpr int stage = decltype(stage_c)::value;
     constexpr bool kMasked = decltype(masked)::value;
     const int j0 = n * Bc;
-    attn::mbarrier_test_wait_parity(&full[stage], (n + 1) / kStages % 2);  // this tile has landed
+    attn::mbarrier_test_wait_parity(&full[stage], n / kStages % 2);  // this tile has landed
     if constexpr (kMasked) zero_padding(n, stage);
     const T* K = ring + stage * 2 * Tile<D>::elements(Bc);
     const T* V = K + Tile<D>::elements(Bc);
@@ -215,13 +193,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     // row g + 8 * (i / 2), key j0 + 8 nt + 2t + i % 2.
     float tile_max[2];
 #pragma unroll
-    for (int nt = 0; nt < Bc / 8; ++nt)
+    for (int nt = 0; nt < Bc / 8; ++nt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         if constexpr (kMasked)
           if (j0 + nt * 8 + 2 * t + i % 2 >= end[i / 2]) s[nt][i] = -INFINITY;
         tile_max[i / 2] = nt == 0 && i % 2 == 0 ? s[nt][i] : fmaxf(tile_max[i / 2], s[nt][i]);
       }
+    }
 
     // Online softmax on the fragments, in base 2: the four lanes of a row combine their maxima
     // with two shuffles; each lane keeps its own part of the row sum l (reduced once, at the end).
@@ -265,12 +244,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
+    for (int dt = 0; dt < D / 8; ++dt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+    }
 
-        // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
-        // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
+    // O += P V. V is stored [key][d]; the B operand needs [d][key], so ldmatrix.x4.trans reads
+    // two 16-key x 8-d tiles transposed: the B fragments of two d tiles.
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt += 2) {
 #pragma unroll
@@ -288,22 +268,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     attn::mbarrier_arrive(&empty[stage]);  // this thread is done with the slot: refill it
   };
-  constexpr auto kStageSeq = std::make_integer_sequence<int, kStages>{};
   int n = 0;
   for (; n + kStages - 1 < n_unmasked; n += kStages)
-    [&]<int... stage>(std::integer_sequence<int, stage...>) {
-      (tile(n + stage, std::integral_constant<int, (stage + 1) % kStages>{}, std::false_type{}),
-       ...);
-    }
-  (kStageSeq);
-  for (; n < n_tiles; ++n)  // the rest (fewer than kStages unmasked tiles, then the masked ones)
-    [&]<int... stage>(std::integer_sequence<int, stage...>) {
-      ((n % kStages == stage
-            ? tile(n, std::integral_constant<int, (stage + 1) % kStages>{}, std::true_type{})
-            : void()),
-       ...);
-    }
-  (kStageSeq);
+    attn::static_for<kStages>([&](auto stage) { tile(n + stage.value, stage, std::false_type{}); });
+  for (; n < n_tiles; ++n) {  // the rest (fewer than kStages unmasked tiles, then the masked ones)
+    attn::static_for<kStages>([&](auto stage) {
+      if (n % kStages == stage.value) tile(n, stage, std::true_type{});
+    });
+  }
 
   // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
   // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
@@ -347,7 +319,8 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
       const attn::TensorMap mv =
           attn::head_tensor_map<T>(p.v, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
       const size_t smem =
-          kStages * 2 * Tile<D>::elements(Bc) * sizeof(T) + 2 * kStages * sizeof(uint64_t);
+          (Tile<D>::elements(Br) + kStages * 2 * Tile<D>::elements(Bc)) * sizeof(T) +
+          (2 * kStages + 1) * sizeof(uint64_t);
       if (p.dropout > 0.0f)
         attn::launch(attention_kernel_sm90a<T, D, true>,
                      {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p, mq, mk, mv);

@@ -10,10 +10,12 @@
 //   S = Q K^T:  D / 16 wgmmas m64 n64 k16, A (Q) from registers, B (K) from the slot, one group
 //   O += P V:   Bc / 16 wgmmas m64 nD k16, A (P) from registers, B (V) MN-major from the slot
 //
-// The accumulators are mma.sync's C fragments, 64 x N per warpgroup (N / 2 floats per thread):
-// s[4 nt + i] is rung 1's s[nt][i]. Q is still ring item 0, read once with ldmatrix into A
-// fragments; the softmax is rung 1's, on the same elements.
+// The accumulators are mma.sync's C fragments, 64 x N per warpgroup (N / 2 floats per thread, kept
+// as rung 1's s[nt][i] and o_acc[dt][i]: attn::wgmma_accumulators); Q's A fragments are rung 1's,
+// and so is the softmax, on the same elements. A slot's descriptor is slot 0's plus an add, so the
+// ring is no longer unrolled: the tile's slot and phase are running values.
 #include "common/hopper.h"
+#include "common/swizzled_tile.h"
 #include "common/tiles.h"
 
 #include <type_traits>
@@ -21,6 +23,7 @@
 namespace step5::rung2::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
+using attn::Tile;
 
 constexpr int kConsumerWarps = 4;
 constexpr int kWarps = kConsumerWarps + 1;  // the last warp is the producer
@@ -30,30 +33,6 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kConsumers = 32 * kConsumerWarps;  // threads that arrive on "empty"
 constexpr int kStages = 3;                       // ring slots, each a K tile and a V tile
 constexpr int kPaddingBarrier = 5;  // named barrier 5: all consumer threads (zero_padding)
-static_assert(Br == Bc, "Q travels through the ring as a K-sized tile");
-
-// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
-// a block 128 bytes = 8 chunks of 16 bytes, with chunk c of row r stored at chunk c ^ (r % 8):
-//
-//            chunk:  0  1  2  3  4  5  6  7        ldmatrix reads one 16-byte chunk from each of
-//    row 0          0  1  2  3  4  5  6  7        8 consecutive rows. Unswizzled, the 8 chunks
-//    row 1          1  0  3  2  5  4  7  6        of logical column c sit 128 bytes apart: the
-//    row 2          2  3  0  1  6  7  4  5        same 4 banks, an 8-way conflict. Swizzled,
-//    row 3          3  2  1  0  7  6  5  4        logical chunk c of rows 0..7 lands in physical
-//    ...                                          chunks c^0 .. c^7: all 8 distinct, all 32
-//    row 7          7  6  5  4  3  2  1  0        banks, one transaction.
-//
-// (The table shows which logical chunk each physical chunk holds.) Head dims that are not a
-// multiple of 64 (80, 96) use a second, partly filled block of 64 columns.
-template <int D>
-struct Tile {
-  static constexpr int kBlocks = (D + 63) / 64;
-  // Offset, in elements, of element (r, d) of a tile with `rows` rows.
-  static __device__ __forceinline__ int offset(int r, int d, int rows) {
-    return (d / 64) * rows * 64 + r * 64 + (((d % 64) / 8) ^ (r % 8)) * 8 + d % 8;
-  }
-  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
-};
 
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
@@ -62,9 +41,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                            const __grid_constant__ attn::TensorMap map_k,
                            const __grid_constant__ attn::TensorMap map_v) {
 #if ATTN_SM90A_BODY
-  T* ring = attn::shared_memory<T>();  // [kStages][K, V][Bc][D], swizzled; Q is item 0's K
+  T* Qs = attn::shared_memory<T>();      // [Br][D], swizzled, then the ring:
+  T* ring = Qs + Tile<D>::elements(Br);  // [kStages][K, V][Bc][D]
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kStages * 2 * Tile<D>::elements(Bc));
   uint64_t* empty = full + kStages;  // full[s]: slot s has landed; empty[s]: slot s was read
+  uint64_t* q_full = empty + kStages;
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads;
   const int i0 = blockIdx.y * Br;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -85,41 +66,42 @@ __global__ void __launch_bounds__(kThreads, 1)
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
   constexpr uint32_t kSlotBytes = 2 * Tile<D>::elements(Bc) * sizeof(T);  // K and V
 
-  if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
+    attn::mbarrier_init(q_full, 1);  // the producer's arrive.expect_tx, then the TMA bytes
+    attn::mbarrier_label(q_full, "q_full");
     for (int s = 0; s < kStages; ++s) {
-      attn::mbarrier_init(&full[s], 1);  // the producer's arrive.expect_tx, then the TMA bytes
+      attn::mbarrier_init(&full[s], 1);
       attn::mbarrier_init(&empty[s], kConsumers);
       attn::mbarrier_label(&full[s], "full");
       attn::mbarrier_label(&empty[s], "empty");
     }
+  }
   __syncthreads();  // the barriers exist before anyone uses them (the block's only __syncthreads)
 
-  if (warp == kConsumerWarps) {  // the producer: Q, then every K/V tile, through the ring
+  if (warp == kConsumerWarps) {  // the producer: Q, then every K/V tile through the ring
     if (attn::elect_one()) {     // one thread issues every copy
       const int kv_bh = b * p.heads_kv + attn::kv_head(p, h);
-      for (int item = 0; item <= n_tiles; ++item) {
-        const int s = item % kStages;
-        attn::mbarrier_test_wait_parity(&empty[s], (item / kStages % 2) ^ 1);  // the slot was read
+      // Boxes past the tensor's last row arrive as zeros (and count).
+      attn::mbarrier_arrive_expect_tx(q_full, Tile<D>::elements(Br) * sizeof(T));
+      for (int blk = 0; blk < Tile<D>::kBlocks; ++blk)
+        attn::tma_load_3d(Qs + blk * Br * 64, &map_q, q_full, 64 * blk, i0, blockIdx.z);
+      for (int n = 0; n < n_tiles; ++n) {
+        const int s = n % kStages;
+        attn::mbarrier_test_wait_parity(&empty[s], (n / kStages % 2) ^ 1);  // the slot was read
         T* k_slot = ring + s * 2 * Tile<D>::elements(Bc);
         T* v_slot = k_slot + Tile<D>::elements(Bc);
-        const int j0 = (item - 1) * Bc;
-        // Q is one K-sized tile; boxes past the tensor's last row arrive as zeros (and count).
-        attn::mbarrier_arrive_expect_tx(&full[s], item == 0 ? kSlotBytes / 2 : kSlotBytes);
+        const int j0 = n * Bc;
+        attn::mbarrier_arrive_expect_tx(&full[s], kSlotBytes);
         for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
-          if (item == 0) {
-            attn::tma_load_3d(k_slot + blk * Br * 64, &map_q, &full[s], 64 * blk, i0, blockIdx.z);
-          } else {
-            attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, j0, kv_bh);
-            attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, j0, kv_bh);
-          }
+          attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, j0, kv_bh);
+          attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, j0, kv_bh);
         }
       }
     }
     return;
   }
 
-  attn::mbarrier_test_wait_parity(&full[0], 0);  // Q has landed (item 0)
-  const T* Qs = ring;
+  attn::mbarrier_test_wait_parity(q_full, 0);  // Q has landed
 
   // Q fragments: for each 16 columns, one ldmatrix.x4 of the four 8x8 quarters of the warp's 16
   // rows, in the order a0a1 (rows 0-7, cols 0-7), a2a3 (rows 8-15), a4a5 (cols 8-15), a6a7.
@@ -129,7 +111,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int j = lane / 8, r = warp * 16 + lane % 8 + 8 * (j % 2), d = kc * 16 + 8 * (j / 2);
     attn::ldmatrix<4>(q_frag[kc], Qs + Tile<D>::offset(r, d, Br));
   }
-  attn::mbarrier_arrive(&empty[0]);  // Q is in registers: slot 0 may take tile 2
   // A negative scale is folded into Q once (flip the sign bit of each 16-bit element), so that
   // the softmax below only ever sees a positive scale (common/online_softmax.h).
   if (p.scale < 0.0f)
@@ -147,14 +128,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint64_t v_desc =
       attn::make_wgmma_desc(ring + Tile<D>::elements(Bc), Bc * 128, 1024, attn::WgmmaSwizzle::b128);
 
-  float o_acc[D / 2] = {};  // O: 64 x D per warpgroup; o_acc[4 dt + i] is rung 1's o_acc[dt][i]
+  float o_acc[D / 8][4] = {};  // O: 64 x D per warpgroup, D / 8 tiles of 16 x 8 per warp
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
-
   // Where the current tile n lies in the ring, kept as running values (as CUTLASS's
-  // PipelineState does): a slot's descriptors are slot 0's plus one add, so nothing is gained by
-  // unrolling the ring as rung 1 does.
-  int slot = 1;  // tile n is ring item n + 1 (Q is item 0)
+  // PipelineState does) instead of divided out of n: slot = n % kStages, phase = n / kStages % 2.
+  int slot = 0;
   uint32_t phase = 0;
 
   // The tile with keys past the batch's key length (its last, when the batch has padding) gets
@@ -200,14 +179,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // S = Q K^T for the warpgroup's 64 rows and the tile's Bc keys: D / 16 wgmmas of 64 x Bc x 16,
     // A from Q's fragments, B (K, stored [key][d]: K-major) from the slot, one group. wgmma.fence
     // first: S's registers were written by ordinary instructions since the last wgmma.
-    float s[Bc / 2];
+    float s[Bc / 8][4];
     attn::wgmma_fence();
 #pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc) {
+    for (int kc = 0; kc < D / 16; ++kc)
       attn::wgmma_rs<Bc, T>(s, q_frag[kc],
                             attn::wgmma_desc_plus(k_slot, (kc / 4) * Bc * 128 + (kc % 4) * 32),
                             kc > 0);
-    }
     attn::wgmma_commit();
     attn::wgmma_wait<0>();  // S has retired: its registers may be read
 
@@ -215,14 +193,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     // row g + 8 * (i / 2), key j0 + 8 nt + 2t + i % 2.
     float tile_max[2];
 #pragma unroll
-    for (int nt = 0; nt < Bc / 8; ++nt)
+    for (int nt = 0; nt < Bc / 8; ++nt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         if constexpr (kMasked)
-          if (j0 + nt * 8 + 2 * t + i % 2 >= end[i / 2]) s[4 * nt + i] = -INFINITY;
-        tile_max[i / 2] =
-            nt == 0 && i % 2 == 0 ? s[4 * nt + i] : fmaxf(tile_max[i / 2], s[4 * nt + i]);
+          if (j0 + nt * 8 + 2 * t + i % 2 >= end[i / 2]) s[nt][i] = -INFINITY;
+        tile_max[i / 2] = nt == 0 && i % 2 == 0 ? s[nt][i] : fmaxf(tile_max[i / 2], s[nt][i]);
       }
+    }
 
     // Online softmax on the fragments, in base 2: the four lanes of a row combine their maxima
     // with two shuffles; each lane keeps its own part of the row sum l (reduced once, at the end).
@@ -244,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float pr[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        pr[i] = online_softmax::prob2(s[4 * nt + i], c, neg_mc[i / 2], attn::exp2_ftz);
+        pr[i] = online_softmax::prob2(s[nt][i], c, neg_mc[i / 2], attn::exp2_ftz);
         state[i / 2].l += pr[i];  // the softmax normalises over every key, dropped or not
       }
       if constexpr (kDropout) {
@@ -266,13 +244,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
+    for (int dt = 0; dt < D / 8; ++dt) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) o_acc[4 * dt + i] *= alpha[i / 2];
+      for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+    }
 
-    // O += P V: Bc / 16 wgmmas of 64 x D x 16, A from P's registers, B (V, stored [key][d]:
-    // MN-major) from the slot; P and O were written by ordinary instructions, hence the fence.
-    attn::wgmma_fence();
+    // O += P V: Bc / 16 wgmmas of 64 x D x 16, A from P's fragments (and P's residual with
+    // dropout), B (V, stored [key][d]: MN-major, transposed in the instruction) from the slot.
+    attn::wgmma_fence();  // P and O were written by ordinary instructions
 #pragma unroll
     for (int kc = 0; kc < Bc / 16; ++kc) {
       const uint64_t vd = attn::wgmma_desc_plus(v_slot, kc * 16 * 128);
@@ -280,17 +259,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (kDropout) attn::wgmma_rs<D, T, true>(o_acc, p_lo[kc], vd, true);
     }
     attn::wgmma_commit();
-    attn::wgmma_wait<0>();                // P V has retired: the slot may be refilled
+    attn::wgmma_wait<0>();                // P V has retired: O may be read, P overwritten
     attn::mbarrier_arrive(&empty[slot]);  // this thread is done with the slot: refill it
     if (++slot == kStages) slot = 0, phase ^= 1;
   };
   int n = 0;
   for (; n < n_unmasked; ++n) tile(n, std::false_type{});
-  for (; n < n_tiles; ++n) tile(n, std::true_type{});
+  for (; n < n_tiles; ++n) {
+    tile(n, std::true_type{});
+  }
 
-    // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
-    // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
-    // once, instead of on every tile.
+  // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
+  // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
+  // once, instead of on every tile.
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     state[half].l = attn::row_sum<4>(state[half].l);
@@ -300,8 +281,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (end[half] == 0) {
       state[half] = online_softmax::init<float>();
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt)
-        o_acc[4 * dt + 2 * half] = o_acc[4 * dt + 2 * half + 1] = 0.0f;
+      for (int dt = 0; dt < D / 8; ++dt) o_acc[dt][2 * half] = o_acc[dt][2 * half + 1] = 0.0f;
     }
     const int r = warp * 16 + g + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
@@ -310,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
       *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
-          attn::pack2<T>(o_acc[4 * dt + 2 * half] * inv_l, o_acc[4 * dt + 2 * half + 1] * inv_l);
+          attn::pack2<T>(o_acc[dt][2 * half] * inv_l, o_acc[dt][2 * half + 1] * inv_l);
     if (t == 0) p.lse[q_row0 + r] = online_softmax::lse2(state[half], p.scale);
   }
 #else
@@ -331,7 +311,8 @@ void run(const AttentionParams& p, attn::RunContext& ctx) {
       const attn::TensorMap mv =
           attn::head_tensor_map<T>(p.v, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
       const size_t smem =
-          kStages * 2 * Tile<D>::elements(Bc) * sizeof(T) + 2 * kStages * sizeof(uint64_t);
+          (Tile<D>::elements(Br) + kStages * 2 * Tile<D>::elements(Bc)) * sizeof(T) +
+          (2 * kStages + 1) * sizeof(uint64_t);
       if (p.dropout > 0.0f)
         attn::launch(attention_kernel_sm90a<T, D, true>,
                      {dim3(1, q_tiles, bh), dim3(kThreads), smem}, p, mq, mk, mv);

@@ -2,8 +2,8 @@
 //
 // A block now owns Br = 128 query rows: two consumer warpgroups of 64 rows each read every K/V
 // tile the producer loads once, so each tile's copy and its mbarrier traffic serve twice the rows.
-// Q (128 rows) no longer has the shape of a K tile: it gets its own buffer and mbarrier, and
-// wgmma reads it from shared memory through a descriptor, as it reads K (no Q registers).
+// Each warpgroup's wgmma reads its 64 rows of Q from shared memory through a descriptor, as it
+// reads K, instead of holding Q's fragments in registers: those go to O and S.
 //
 // The producer is now a whole warpgroup, warpgroup 0 (setmaxnreg works per warpgroup), of which
 // one thread works. The block starts with 65536 / 384 = 168 registers per thread; the producer
@@ -13,6 +13,7 @@
 //
 //   warpgroup 0: producer (one elected thread issues TMA)   warpgroups 1, 2: rows 0-63, 64-127
 #include "common/hopper.h"
+#include "common/swizzled_tile.h"
 #include "common/tiles.h"
 
 #include <type_traits>
@@ -20,6 +21,7 @@
 namespace step5::rung3::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
+using attn::Tile;
 
 constexpr int kConsumerGroups = 2;                      // warpgroups 1 and 2
 constexpr int kThreads = 128 * (1 + kConsumerGroups);   // the producer is warpgroup 0
@@ -34,16 +36,6 @@ static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <=
                   65536 / kThreads / 8 * 8 * kThreads,
               "setmaxnreg: the roles' registers must fit the block's pool");
 
-// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
-// a block 128 bytes = 8 chunks of 16 bytes, chunk c of row r at chunk c ^ (r % 8): TMA's
-// 128-byte swizzle, which the wgmma descriptors below name. Head dims that are not a multiple of
-// 64 (80, 96) use a second, partly filled block of 64 columns.
-template <int D>
-struct Tile {
-  static constexpr int kBlocks = (D + 63) / 64;
-  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
-};
-
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -51,8 +43,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                            const __grid_constant__ attn::TensorMap map_k,
                            const __grid_constant__ attn::TensorMap map_v) {
 #if ATTN_SM90A_BODY
-  T* q_smem = attn::shared_memory<T>();      // [Br][D], swizzled, then the ring:
-  T* ring = q_smem + Tile<D>::elements(Br);  // [kStages][K, V][Bc][D]
+  T* Qs = attn::shared_memory<T>();      // [Br][D], swizzled, then the ring:
+  T* ring = Qs + Tile<D>::elements(Br);  // [kStages][K, V][Bc][D]
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kStages * 2 * Tile<D>::elements(Bc));
   uint64_t* empty = full + kStages;  // full[s]: slot s has landed; empty[s]: slot s was read
   uint64_t* q_full = empty + kStages;
@@ -81,10 +73,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr uint32_t kSlotBytes = 2 * Tile<D>::elements(Bc) * sizeof(T);  // K and V
 
   if (threadIdx.x == 0) {
-    attn::mbarrier_init(q_full, 1);
+    attn::mbarrier_init(q_full, 1);  // the producer's arrive.expect_tx, then the TMA bytes
     attn::mbarrier_label(q_full, "q_full");
     for (int s = 0; s < kStages; ++s) {
-      attn::mbarrier_init(&full[s], 1);  // the producer's arrive.expect_tx, then the TMA bytes
+      attn::mbarrier_init(&full[s], 1);
       attn::mbarrier_init(&empty[s], kConsumers);
       attn::mbarrier_label(&full[s], "full");
       attn::mbarrier_label(&empty[s], "empty");
@@ -92,22 +84,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();  // the barriers exist before anyone uses them (the block's only __syncthreads)
 
-  if (warpgroup == 0) {  // the producer warpgroup: one thread issues every copy
+  if (warpgroup == 0) {  // the producer warpgroup: Q, then every K/V tile through the ring
     attn::setmaxnreg_dec<kProducerRegs>();
-    if (warp == 0 && attn::elect_one()) {
+    if (warp == 0 && attn::elect_one()) {  // one thread issues every copy
       const int kv_bh = b * p.heads_kv + attn::kv_head(p, h);
+      // Boxes past the tensor's last row arrive as zeros (and count).
       attn::mbarrier_arrive_expect_tx(q_full, Tile<D>::elements(Br) * sizeof(T));
       for (int blk = 0; blk < Tile<D>::kBlocks; ++blk)
-        attn::tma_load_3d(q_smem + blk * Br * 64, &map_q, q_full, 64 * blk, i0, blockIdx.z);
+        attn::tma_load_3d(Qs + blk * Br * 64, &map_q, q_full, 64 * blk, i0, blockIdx.z);
       for (int n = 0; n < n_tiles; ++n) {
         const int s = n % kStages;
         attn::mbarrier_wait_parity(&empty[s], (n / kStages % 2) ^ 1);  // the slot was read
         T* k_slot = ring + s * 2 * Tile<D>::elements(Bc);
         T* v_slot = k_slot + Tile<D>::elements(Bc);
+        const int j0 = n * Bc;
         attn::mbarrier_arrive_expect_tx(&full[s], kSlotBytes);
         for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
-          attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, n * Bc, kv_bh);
-          attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, n * Bc, kv_bh);
+          attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, j0, kv_bh);
+          attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, j0, kv_bh);
         }
       }
     }
@@ -116,20 +110,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   attn::setmaxnreg_inc<kConsumerRegs>();
   attn::mbarrier_wait_parity(q_full, 0);  // Q has landed
-  T* q_group = q_smem + group * 64 * 64;  // this warpgroup's 64 rows, in each 64-column block
+  T* q_group = Qs + group * 64 * 64;      // this warpgroup's 64 rows, in each 64-column block
+  // A negative scale is folded into Q once (flip the sign bit of each 16-bit element), so that
+  // the softmax below only ever sees a positive scale (common/online_softmax.h); in shared memory
+  // now, and every warp of the warpgroup must have fenced its stores before any of them issues a
+  // wgmma that reads them.
   if (p.scale < 0.0f) {
-    // A negative scale is folded into Q (sign bits flipped, see step 4), here in shared memory,
-    // which wgmma reads through the async proxy: the generic stores must be fenced, and every
-    // warp of the warpgroup must have fenced its stores before any of them issues a wgmma.
-    for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
-      uint4* q4 = reinterpret_cast<uint4*>(q_group + blk * Br * 64);
-      for (int x = threadIdx.x % 128; x < 64 * 64 * 2 / 16; x += 128) {
-        uint4 v = q4[x];
-        v.x ^= 0x80008000u, v.y ^= 0x80008000u, v.z ^= 0x80008000u, v.w ^= 0x80008000u;
-        q4[x] = v;
-      }
-    }
-    attn::fence_proxy_async_shared();  // Q's sign
+    attn::negate_tile_rows<D>(q_group, Br, 64, threadIdx.x % 128, 128);
     attn::named_barrier_sync(kGroupBarrier + group, 128);
   }
   const float c = online_softmax::scale_log2(p.scale);  // scale * log2(e)
@@ -144,13 +131,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint64_t v_desc =
       attn::make_wgmma_desc(ring + Tile<D>::elements(Bc), Bc * 128, 1024, attn::WgmmaSwizzle::b128);
 
-  float o_acc[D / 2] = {};  // O: 64 x D per warpgroup; o_acc[4 dt + i] is rung 1's o_acc[dt][i]
+  float o_acc[D / 8][4] = {};  // O: 64 x D per warpgroup, D / 8 tiles of 16 x 8 per warp
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
-
   // Where the current tile n lies in the ring, kept as running values (as CUTLASS's
-  // PipelineState does): a slot's descriptors are slot 0's plus one add, so nothing is gained by
-  // unrolling the ring as rung 1 does.
+  // PipelineState does) instead of divided out of n: slot = n % kStages, phase = n / kStages % 2.
   int slot = 0;
   uint32_t phase = 0;
 
@@ -195,9 +180,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     // S = Q K^T for the warpgroup's 64 rows and the tile's Bc keys: D / 16 wgmmas of 64 x Bc x 16,
-    // A (Q) and B (K, stored [key][d]: K-major) from shared memory, one group. wgmma.fence
-    // first: S's registers were written by ordinary instructions since the last wgmma.
-    float s[Bc / 2];
+    // A (Q) and B (K, stored [key][d]: K-major) from shared memory, one group. wgmma.fence first:
+    // S's registers were written by ordinary instructions since the last wgmma.
+    float s[Bc / 8][4];
     attn::wgmma_fence();
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc)
@@ -211,14 +196,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     // row g + 8 * (i / 2), key j0 + 8 nt + 2t + i % 2.
     float tile_max[2];
 #pragma unroll
-    for (int nt = 0; nt < Bc / 8; ++nt)
+    for (int nt = 0; nt < Bc / 8; ++nt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         if constexpr (kMasked)
-          if (j0 + nt * 8 + 2 * t + i % 2 >= end[i / 2]) s[4 * nt + i] = -INFINITY;
-        tile_max[i / 2] =
-            nt == 0 && i % 2 == 0 ? s[4 * nt + i] : fmaxf(tile_max[i / 2], s[4 * nt + i]);
+          if (j0 + nt * 8 + 2 * t + i % 2 >= end[i / 2]) s[nt][i] = -INFINITY;
+        tile_max[i / 2] = nt == 0 && i % 2 == 0 ? s[nt][i] : fmaxf(tile_max[i / 2], s[nt][i]);
       }
+    }
 
     // Online softmax on the fragments, in base 2: the four lanes of a row combine their maxima
     // with two shuffles; each lane keeps its own part of the row sum l (reduced once, at the end).
@@ -240,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float pr[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        pr[i] = online_softmax::prob2(s[4 * nt + i], c, neg_mc[i / 2], attn::exp2_ftz);
+        pr[i] = online_softmax::prob2(s[nt][i], c, neg_mc[i / 2], attn::exp2_ftz);
         state[i / 2].l += pr[i];  // the softmax normalises over every key, dropped or not
       }
       if constexpr (kDropout) {
@@ -262,13 +247,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
+    for (int dt = 0; dt < D / 8; ++dt) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) o_acc[4 * dt + i] *= alpha[i / 2];
+      for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+    }
 
-    // O += P V: Bc / 16 wgmmas of 64 x D x 16, A from P's registers, B (V, stored [key][d]:
-    // MN-major) from the slot; P and O were written by ordinary instructions, hence the fence.
-    attn::wgmma_fence();
+    // O += P V: Bc / 16 wgmmas of 64 x D x 16, A from P's fragments (and P's residual with
+    // dropout), B (V, stored [key][d]: MN-major, transposed in the instruction) from the slot.
+    attn::wgmma_fence();  // P and O were written by ordinary instructions
 #pragma unroll
     for (int kc = 0; kc < Bc / 16; ++kc) {
       const uint64_t vd = attn::wgmma_desc_plus(v_slot, kc * 16 * 128);
@@ -276,17 +262,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (kDropout) attn::wgmma_rs<D, T, true>(o_acc, p_lo[kc], vd, true);
     }
     attn::wgmma_commit();
-    attn::wgmma_wait<0>();                // P V has retired: the slot may be refilled
+    attn::wgmma_wait<0>();                // P V has retired: O may be read, P overwritten
     attn::mbarrier_arrive(&empty[slot]);  // this thread is done with the slot: refill it
     if (++slot == kStages) slot = 0, phase ^= 1;
   };
   int n = 0;
   for (; n < n_unmasked; ++n) tile(n, std::false_type{});
-  for (; n < n_tiles; ++n) tile(n, std::true_type{});
+  for (; n < n_tiles; ++n) {
+    tile(n, std::true_type{});
+  }
 
-    // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
-    // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
-    // once, instead of on every tile.
+  // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
+  // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
+  // once, instead of on every tile.
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     state[half].l = attn::row_sum<4>(state[half].l);
@@ -296,8 +284,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (end[half] == 0) {
       state[half] = online_softmax::init<float>();
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt)
-        o_acc[4 * dt + 2 * half] = o_acc[4 * dt + 2 * half + 1] = 0.0f;
+      for (int dt = 0; dt < D / 8; ++dt) o_acc[dt][2 * half] = o_acc[dt][2 * half + 1] = 0.0f;
     }
     const int r = row0 + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
@@ -306,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
       *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
-          attn::pack2<T>(o_acc[4 * dt + 2 * half] * inv_l, o_acc[4 * dt + 2 * half + 1] * inv_l);
+          attn::pack2<T>(o_acc[dt][2 * half] * inv_l, o_acc[dt][2 * half + 1] * inv_l);
     if (t == 0) p.lse[q_row0 + r] = online_softmax::lse2(state[half], p.scale);
   }
 #else

@@ -12,6 +12,7 @@
 // The turns are named barriers 1 and 2 (bar.sync by the waiting warpgroup, bar.arrive by the
 // other, 256 threads each), which order instructions issued, not the tensor cores' work.
 #include "common/hopper.h"
+#include "common/swizzled_tile.h"
 #include "common/tiles.h"
 
 #include <type_traits>
@@ -19,6 +20,7 @@
 namespace step5::rung4::ATTN_BACKEND_NS {
 
 using attn::AttentionParams;
+using attn::Tile;
 
 constexpr int kConsumerGroups = 2;                      // warpgroups 1 and 2
 constexpr int kThreads = 128 * (1 + kConsumerGroups);   // the producer is warpgroup 0
@@ -34,16 +36,6 @@ static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <=
                   65536 / kThreads / 8 * 8 * kThreads,
               "setmaxnreg: the roles' registers must fit the block's pool");
 
-// Shared tiles are [rows][D] matrices of 16-bit elements stored in 64-column blocks, each row of
-// a block 128 bytes = 8 chunks of 16 bytes, chunk c of row r at chunk c ^ (r % 8): TMA's
-// 128-byte swizzle, which the wgmma descriptors below name. Head dims that are not a multiple of
-// 64 (80, 96) use a second, partly filled block of 64 columns.
-template <int D>
-struct Tile {
-  static constexpr int kBlocks = (D + 63) / 64;
-  static constexpr __host__ __device__ int elements(int rows) { return rows * kBlocks * 64; }
-};
-
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -51,8 +43,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                            const __grid_constant__ attn::TensorMap map_k,
                            const __grid_constant__ attn::TensorMap map_v) {
 #if ATTN_SM90A_BODY
-  T* q_smem = attn::shared_memory<T>();      // [Br][D], swizzled, then the ring:
-  T* ring = q_smem + Tile<D>::elements(Br);  // [kStages][K, V][Bc][D]
+  T* Qs = attn::shared_memory<T>();      // [Br][D], swizzled, then the ring:
+  T* ring = Qs + Tile<D>::elements(Br);  // [kStages][K, V][Bc][D]
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kStages * 2 * Tile<D>::elements(Bc));
   uint64_t* empty = full + kStages;  // full[s]: slot s has landed; empty[s]: slot s was read
   uint64_t* q_full = empty + kStages;
@@ -81,10 +73,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr uint32_t kSlotBytes = 2 * Tile<D>::elements(Bc) * sizeof(T);  // K and V
 
   if (threadIdx.x == 0) {
-    attn::mbarrier_init(q_full, 1);
+    attn::mbarrier_init(q_full, 1);  // the producer's arrive.expect_tx, then the TMA bytes
     attn::mbarrier_label(q_full, "q_full");
     for (int s = 0; s < kStages; ++s) {
-      attn::mbarrier_init(&full[s], 1);  // the producer's arrive.expect_tx, then the TMA bytes
+      attn::mbarrier_init(&full[s], 1);
       attn::mbarrier_init(&empty[s], kConsumers);
       attn::mbarrier_label(&full[s], "full");
       attn::mbarrier_label(&empty[s], "empty");
@@ -92,22 +84,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();  // the barriers exist before anyone uses them (the block's only __syncthreads)
 
-  if (warpgroup == 0) {  // the producer warpgroup: one thread issues every copy
+  if (warpgroup == 0) {  // the producer warpgroup: Q, then every K/V tile through the ring
     attn::setmaxnreg_dec<kProducerRegs>();
-    if (warp == 0 && attn::elect_one()) {
+    if (warp == 0 && attn::elect_one()) {  // one thread issues every copy
       const int kv_bh = b * p.heads_kv + attn::kv_head(p, h);
+      // Boxes past the tensor's last row arrive as zeros (and count).
       attn::mbarrier_arrive_expect_tx(q_full, Tile<D>::elements(Br) * sizeof(T));
       for (int blk = 0; blk < Tile<D>::kBlocks; ++blk)
-        attn::tma_load_3d(q_smem + blk * Br * 64, &map_q, q_full, 64 * blk, i0, blockIdx.z);
+        attn::tma_load_3d(Qs + blk * Br * 64, &map_q, q_full, 64 * blk, i0, blockIdx.z);
       for (int n = 0; n < n_tiles; ++n) {
         const int s = n % kStages;
         attn::mbarrier_wait_parity(&empty[s], (n / kStages % 2) ^ 1);  // the slot was read
         T* k_slot = ring + s * 2 * Tile<D>::elements(Bc);
         T* v_slot = k_slot + Tile<D>::elements(Bc);
+        const int j0 = n * Bc;
         attn::mbarrier_arrive_expect_tx(&full[s], kSlotBytes);
         for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
-          attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, n * Bc, kv_bh);
-          attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, n * Bc, kv_bh);
+          attn::tma_load_3d(k_slot + blk * Bc * 64, &map_k, &full[s], 64 * blk, j0, kv_bh);
+          attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, j0, kv_bh);
         }
       }
     }
@@ -116,44 +110,43 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   attn::setmaxnreg_inc<kConsumerRegs>();
   attn::mbarrier_wait_parity(q_full, 0);  // Q has landed
-  T* q_group = q_smem + group * 64 * 64;  // this warpgroup's 64 rows, in each 64-column block
+  T* q_group = Qs + group * 64 * 64;      // this warpgroup's 64 rows, in each 64-column block
+  // A negative scale is folded into Q once (flip the sign bit of each 16-bit element), so that
+  // the softmax below only ever sees a positive scale (common/online_softmax.h); in shared memory
+  // now, and every warp of the warpgroup must have fenced its stores before any of them issues a
+  // wgmma that reads them.
   if (p.scale < 0.0f) {
-    // A negative scale is folded into Q (sign bits flipped, see step 4), here in shared memory,
-    // which wgmma reads through the async proxy: the generic stores must be fenced, and every
-    // warp of the warpgroup must have fenced its stores before any of them issues a wgmma.
-    for (int blk = 0; blk < Tile<D>::kBlocks; ++blk) {
-      uint4* q4 = reinterpret_cast<uint4*>(q_group + blk * Br * 64);
-      for (int x = threadIdx.x % 128; x < 64 * 64 * 2 / 16; x += 128) {
-        uint4 v = q4[x];
-        v.x ^= 0x80008000u, v.y ^= 0x80008000u, v.z ^= 0x80008000u, v.w ^= 0x80008000u;
-        q4[x] = v;
-      }
-    }
-    attn::fence_proxy_async_shared();  // Q's sign
+    attn::negate_tile_rows<D>(q_group, Br, 64, threadIdx.x % 128, 128);
     attn::named_barrier_sync(kGroupBarrier + group, 128);
   }
   const float c = online_softmax::scale_log2(p.scale);  // scale * log2(e)
 
-  // Descriptors (attn::make_wgmma_desc): K-major A (Q) and B (K) in 128-byte swizzle, 8-row groups
-  // 1024 bytes apart; k-block kb (16 columns) starts 32 bytes further within a 64-column block.
-  // V is B of P V, MN-major (d contiguous): 16 keys per k-block are 16 rows of 128 bytes, the
-  // next 64 columns of d are the next block (leading byte offset Bc * 128).
+  // Descriptors (attn::make_wgmma_desc) of Q and of slot 0, each slot kSlotBytes further: K-major
+  // A (Q) and B (K) in 128-byte swizzle, 8-row groups 1024 bytes apart, k-block kc (16 columns of
+  // d) 32 bytes further within a 64-column block. V is B of P V, MN-major (d contiguous): 16 keys
+  // per k-block are 16 rows of 128 bytes, the next 64 columns of d are the next block (leading byte
+  // offset Bc * 128).
   const uint64_t q_desc = attn::make_wgmma_desc(q_group, 16, 1024, attn::WgmmaSwizzle::b128);
   const uint64_t k_desc = attn::make_wgmma_desc(ring, 16, 1024, attn::WgmmaSwizzle::b128);
   const uint64_t v_desc =
       attn::make_wgmma_desc(ring + Tile<D>::elements(Bc), Bc * 128, 1024, attn::WgmmaSwizzle::b128);
 
-  float o_acc[D / 2] = {};  // O: 64 x D per warpgroup; o_acc[4 dt + i] is step 4's o_acc[dt][i]
-  float s_acc[Bc / 2];      // S: 64 x Bc per warpgroup; s_acc[4 nt + i] is step 4's s[nt][i]
-  uint32_t p_frag[Bc / 16][4];
-  [[maybe_unused]] uint32_t p_lo[kDropout ? Bc / 16 : 1][4];
+  float o_acc[D / 8][4] = {};  // O: 64 x D per warpgroup, D / 8 tiles of 16 x 8 per warp
   online_softmax::State<float> state[2] = {online_softmax::init<float>(),
                                            online_softmax::init<float>()};
-  float alpha[2] = {1.0f, 1.0f};
   // Where the current tile n lies in the ring, kept as running values (as CUTLASS's
   // PipelineState does) instead of divided out of n: slot = n % kStages, phase = n / kStages % 2.
   int slot = 0;
   uint32_t phase = 0;
+  // What a tile computes in registers: S, P, the softmax's factors (kept outside the tile's code).
+  float s[Bc / 8][4];
+  uint32_t p_frag[Bc / 16][4];  // P as A fragments, 16 keys each
+  // With dropout, what rounding P to 16 bits lost (see pack2_residual), multiplied by V too:
+  // the kept probabilities are scaled by 1 / (1 - p) at the end (1000 at p = 0.999), and two
+  // kept keys whose values have opposite signs cancel, so the rounding error of P alone would
+  // exceed the check. Without dropout this array is empty and costs nothing.
+  [[maybe_unused]] uint32_t p_lo[kDropout ? Bc / 16 : 1][4];
+  float alpha[2], neg_mc[2];
 
   // The tile with keys past the batch's key length (its last, when the batch has padding) gets
   // zeros there from the consumers before any of them reads it: TMA copied the caller's padding
@@ -178,55 +171,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       attn::named_barrier_arrive(kTurnBarrier + (1 - group), 2 * 128);
     ++turn;
   };
-  // S = Q K^T of the tile in slot s: D / 16 wgmmas of 64 x Bc x 16, one group. The slot's
-  // descriptor is computed once; each k-block adds a constant to it.
-  auto issue_s = [&](int s) {
-    const uint64_t k_slot = attn::wgmma_desc_plus(k_desc, s * kSlotBytes);
-#pragma unroll
-    for (int kb = 0; kb < D / 16; ++kb) {
-      const uint32_t col = (kb % 4) * 32;  // bytes: 16 columns within a 64-column block
-      attn::wgmma_ss<Bc, T>(s_acc, attn::wgmma_desc_plus(q_desc, (kb / 4) * Br * 128 + col),
-                            attn::wgmma_desc_plus(k_slot, (kb / 4) * Bc * 128 + col), kb > 0);
-    }
-    attn::wgmma_commit();
-  };
-  // O += P V of the tile in slot s: Bc / 16 wgmmas of 64 x D x 16 with P from registers (and
-  // l += P 1 beside each).
-  auto issue_pv = [&](int s) {
-    const uint64_t v_slot = attn::wgmma_desc_plus(v_desc, s * kSlotBytes);
-#pragma unroll
-    for (int kc = 0; kc < Bc / 16; ++kc) {
-      const uint64_t vd = attn::wgmma_desc_plus(v_slot, kc * 16 * 128);
-      attn::wgmma_rs<D, T, true>(o_acc, p_frag[kc], vd, true);
-      if constexpr (kDropout) attn::wgmma_rs<D, T, true>(o_acc, p_lo[kc], vd, true);
-    }
-    attn::wgmma_commit();
-  };
 
-  // The softmax of tile n, in two parts (rung 5 runs the second later). First (S has retired):
-  // mask, row maxima, the new running maxima and the factor alpha by which O must be rescaled.
-  auto softmax_max = [&](int n, auto masked) {
-    constexpr bool kMasked = decltype(masked)::value;
-    const int j0 = n * Bc;
-    float tile_max[2];
-#pragma unroll
-    for (int i = 0; i < Bc / 2; ++i) {
-      if constexpr (kMasked)
-        if (j0 + 8 * (i / 4) + 2 * t + i % 2 >= end[i % 4 / 2]) s_acc[i] = -INFINITY;
-      tile_max[i % 4 / 2] = i < 4 && i % 2 == 0 ? s_acc[i] : fmaxf(tile_max[i % 4 / 2], s_acc[i]);
-    }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float m = attn::row_max<4>(tile_max[half]);
-      alpha[half] = online_softmax::rescale_to2<kMasked>(state[half], m, c, attn::exp2_ftz);
-    }
-  };
-  // Second (the previous P V has retired, so O and P's registers are free): rescale O, and P.
-  auto softmax_p = [&](int n, auto masked) {
-    constexpr bool kMasked = decltype(masked)::value;
+  // The pieces of a tile. With dropout, this lane's 32 keep decisions of tile n (bit 4 nt + i for
+  // element i of S tile nt), drawn before S is computed, so that the Philox rounds do not compete
+  // for registers with S and P. Keys 2t and 2t + 1 of a row come from one Philox call.
+  auto keep_bits = [&](int n) {
     [[maybe_unused]] uint32_t keep = 0;
     if constexpr (kDropout) {
       const int j0 = n * Bc;
+      // Not unrolled: one Philox call at a time keeps its temporaries to a few registers.
 #pragma unroll 1
       for (int nt = 0; nt < Bc / 8; ++nt) {
 #pragma unroll 1
@@ -239,26 +192,74 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
+    return keep;
+  };
+
+  // S = Q K^T for the warpgroup's 64 rows and the tile in slot `stage`: D / 16 wgmmas of
+  // 64 x Bc x 16, A (Q) and B (K, stored [key][d]: K-major) from shared memory, one group.
+  auto issue_s = [&](int stage) {
+    const uint64_t k_slot = attn::wgmma_desc_plus(k_desc, stage * kSlotBytes);
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o_acc[i] *= alpha[i % 4 / 2];
-    float neg_mc[2];
+    for (int kc = 0; kc < D / 16; ++kc)
+      attn::wgmma_ss<Bc, T>(s, attn::wgmma_desc_plus(q_desc, (kc / 4) * Br * 128 + (kc % 4) * 32),
+                            attn::wgmma_desc_plus(k_slot, (kc / 4) * Bc * 128 + (kc % 4) * 32),
+                            kc > 0);
+    attn::wgmma_commit();
+  };
+
+  // One K/V tile. kMasked: some key of the tile is invisible to some row (the last, partial tile;
+  // tiles on the causal diagonal); the other tiles skip the mask entirely.
+  auto tile = [&](int n, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
+    const int j0 = n * Bc;
+    attn::mbarrier_wait_parity(&full[slot], phase);  // this tile has landed
+    if constexpr (kMasked) zero_padding(n, slot);
+    const uint64_t v_slot = attn::wgmma_desc_plus(v_desc, slot * kSlotBytes);
+    const uint32_t keep = keep_bits(n);
+    turn_begin();         // this warpgroup's turn: the other's softmax runs meanwhile
+    attn::wgmma_fence();  // S was written by ordinary instructions since the last wgmma
+    issue_s(slot);
+    turn_end();
+    attn::wgmma_wait<0>();  // S has retired: its registers may be read
+
+    // Mask (masked tiles only) and row maxima of the unscaled scores. Element i of tile nt is
+    // row g + 8 * (i / 2), key j0 + 8 nt + 2t + i % 2.
+    float tile_max[2];
 #pragma unroll
-    for (int half = 0; half < 2; ++half)
+    for (int nt = 0; nt < Bc / 8; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if constexpr (kMasked)
+          if (j0 + nt * 8 + 2 * t + i % 2 >= end[i / 2]) s[nt][i] = -INFINITY;
+        tile_max[i / 2] = nt == 0 && i % 2 == 0 ? s[nt][i] : fmaxf(tile_max[i / 2], s[nt][i]);
+      }
+    }
+
+    // Online softmax on the fragments, in base 2: the four lanes of a row combine their maxima
+    // with two shuffles; each lane keeps its own part of the row sum l (reduced once, at the end).
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      alpha[half] = online_softmax::rescale_to2<kMasked>(
+          state[half], attn::row_max<4>(tile_max[half]), c, attn::exp2_ftz);
       neg_mc[half] = online_softmax::neg_scaled_max<kMasked>(state[half], c);
+    }
 #pragma unroll
     for (int nt = 0; nt < Bc / 8; ++nt) {
       float pr[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        pr[i] = online_softmax::prob2(s_acc[4 * nt + i], c, neg_mc[i / 2], attn::exp2_ftz);
+        pr[i] = online_softmax::prob2(s[nt][i], c, neg_mc[i / 2], attn::exp2_ftz);
         state[i / 2].l += pr[i];  // the softmax normalises over every key, dropped or not
       }
       if constexpr (kDropout) {
+        // Dropped: 0; kept: 1. The 1 / (1 - p) of the kept ones is applied to O at the end, so
+        // P stays in [0, 1].
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           if (!(keep >> (4 * nt + i) & 1u)) pr[i] = 0.0f;
       }
-      // The accumulator layout of S is the A-fragment layout of P, as with mma.sync.
+      // The accumulator layout of S (rows g, g+8; columns 2t, 2t+1) is the A-fragment layout of
+      // P for the product P V: tiles 2k and 2k+1 of S are keys 0-7 and 8-15 of A fragment k.
       p_frag[nt / 2][2 * (nt % 2)] = attn::pack2<T>(pr[0], pr[1]);
       p_frag[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(pr[2], pr[3]);
       if constexpr (kDropout) {
@@ -268,33 +269,35 @@ __global__ void __launch_bounds__(kThreads, 1)
             attn::pack2_residual<T>(pr[2], pr[3], p_frag[nt / 2][2 * (nt % 2) + 1]);
       }
     }
-  };
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o_acc[dt][i] *= alpha[i / 2];
+    }
 
-  // Tile n: S_n in this warpgroup's turn, its softmax once S_n has retired, then P_n V_n.
-  auto tile = [&](int n, auto masked) {
-    attn::mbarrier_wait_parity(&full[slot], phase);  // tile n has landed
-    if constexpr (decltype(masked)::value) zero_padding(n, slot);
-    turn_begin();
-    attn::wgmma_fence();  // S was written by ordinary instructions since the last wgmma
-    issue_s(slot);
-    turn_end();
-    attn::wgmma_wait<0>();  // S_n has retired
-    softmax_max(n, masked);
-    softmax_p(n, masked);
-    attn::wgmma_fence();  // P and O too
-    issue_pv(slot);
-    attn::wgmma_wait<0>();                // P_n V_n has retired
-    attn::mbarrier_arrive(&empty[slot]);  // this thread is done with tile n's slot
+    // O += P V: Bc / 16 wgmmas of 64 x D x 16, A from P's fragments (and P's residual with
+    // dropout), B (V, stored [key][d]: MN-major, transposed in the instruction) from the slot.
+    attn::wgmma_fence();  // P and O were written by ordinary instructions
+#pragma unroll
+    for (int kc = 0; kc < Bc / 16; ++kc) {
+      const uint64_t vd = attn::wgmma_desc_plus(v_slot, kc * 16 * 128);
+      attn::wgmma_rs<D, T, true>(o_acc, p_frag[kc], vd, true);
+      if constexpr (kDropout) attn::wgmma_rs<D, T, true>(o_acc, p_lo[kc], vd, true);
+    }
+    attn::wgmma_commit();
+    attn::wgmma_wait<0>();                // P V has retired: O may be read, P overwritten
+    attn::mbarrier_arrive(&empty[slot]);  // this thread is done with the slot: refill it
     if (++slot == kStages) slot = 0, phase ^= 1;
   };
-
   int n = 0;
   for (; n < n_unmasked; ++n) tile(n, std::false_type{});
-  for (; n < n_tiles; ++n) tile(n, std::true_type{});
+  for (; n < n_tiles; ++n) {
+    tile(n, std::true_type{});
+  }
 
-    // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
-    // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
-    // once, instead of on every tile.
+  // O = acc / l (times 1 / (1 - p) with dropout), straight from the accumulators: each lane
+  // writes two adjacent elements per tile. The four lanes of a row add up their parts of l here,
+  // once, instead of on every tile.
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     state[half].l = attn::row_sum<4>(state[half].l);
@@ -304,8 +307,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (end[half] == 0) {
       state[half] = online_softmax::init<float>();
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt)
-        o_acc[4 * dt + 2 * half] = o_acc[4 * dt + 2 * half + 1] = 0.0f;
+      for (int dt = 0; dt < D / 8; ++dt) o_acc[dt][2 * half] = o_acc[dt][2 * half + 1] = 0.0f;
     }
     const int r = row0 + 8 * half;
     if (i0 + r >= p.seqlen_q) continue;
@@ -314,7 +316,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
       *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
-          attn::pack2<T>(o_acc[4 * dt + 2 * half] * inv_l, o_acc[4 * dt + 2 * half + 1] * inv_l);
+          attn::pack2<T>(o_acc[dt][2 * half] * inv_l, o_acc[dt][2 * half + 1] * inv_l);
     if (t == 0) p.lse[q_row0 + r] = online_softmax::lse2(state[half], p.scale);
   }
 #else

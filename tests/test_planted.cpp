@@ -189,7 +189,7 @@ TEST_CASE("a Hopper epilogue after wgmma_wait<1> is reported at the kernel line"
 
 TEST_CASE("a Hopper consumer reading the wrong ring slot is reported at its wgmma", "[planted]") {
   const std::string file = "step5_warpspecialized/attention_sm90a.cu";
-  const int wgmma = line_of(file, "attn::wgmma_ss<Bc, T>(s_acc");
+  const int wgmma = line_of(file, "attn::wgmma_ss<Bc, T>(s,");
   REQUIRE(wgmma > 0);
   const attn::StepInfo step{.name = "planted", .cpu = &step5_wrong_stage::cpu::run_sm90a};
   for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {

@@ -1082,7 +1082,7 @@ TEST_CASE("step5 faults in the ring are reported with the kernel line", "[step5_
     // completes a second phase while consumers still wait for the first.
     // The report names the refill's arrival and where the consumer waits, or, when a consumer
     // reads the slot first, its ldmatrix and the refill's cp.async that has not landed.
-    const std::string refill = "step5_warpspecialized/attention.cu:";  // a cp.async of the ring
+    const std::string refill = "common/swizzled_tile.h:";  // a cp.async of the ring (TileCopy)
     r = run_step5_with("wait_parity(&empty[s]", Fault::skip, schedule, line);
     CHECK_THAT(r.message,
                (Catch::Contains("parity flipped twice") && Catch::Contains("mbarrier full") &&
@@ -1097,7 +1097,7 @@ TEST_CASE("step5 faults in the ring are reported with the kernel line", "[step5_
     // A consumer waiting on the wrong parity of "full" passes its first wait at once and reads
     // the slot before anything landed there: shared memory's poison reaches O as NaN (or the
     // barriers catch the misstep, with the line).
-    for (const char* wait : {"wait_parity(&full[0]", "wait_parity(&full[stage]"}) {
+    for (const char* wait : {"wait_parity(q_full", "wait_parity(&full[stage]"}) {
       r = run_step5_with(wait, Fault::flip_parity, schedule, line);
       INFO(r.message);
       CHECK((r.row.check.first_failure.find("nan") != std::string::npos ||
@@ -1130,13 +1130,15 @@ attn::RunOutcome run_sm90a(const std::string& schedule, float scale = 0.0f) {
   return attn::run_step(step_named("step5_warpspecialized"), o);
 }
 
-// Runs it with `fault` injected at the first line of attention_sm90a.cu containing `text`; the run
-// must fail. Returns the report (the message, or the check's first failure).
+// Runs it with `fault` injected at the first line of `file` (attention_sm90a.cu, or a header it
+// calls) containing `text`; the run must fail. Returns the report (the message, or the check's
+// first failure).
 std::string sm90a_fault(const std::string& text, simt::testing::Fault fault,
-                        const std::string& schedule, float scale = 0.0f, int value = 0) {
-  const int line = line_of(kStep5Hopper, text);
+                        const std::string& schedule, float scale = 0.0f, int value = 0,
+                        const char* file = kStep5Hopper) {
+  const int line = line_of(file, text);
   REQUIRE(line > 0);
-  simt::testing::fault_at(kStep5Hopper, line, fault, value);
+  simt::testing::fault_at(file, line, fault, value);
   const attn::RunOutcome r = run_sm90a(schedule, scale);
   simt::testing::fault_at(nullptr, 0, fault);
   INFO(text << ": " << r.message << "\n" << r.row.check.first_failure);
@@ -1179,15 +1181,17 @@ TEST_CASE("step5 sm90a faults in the ring, wgmma and the proxy are reported with
     CHECK_THAT(r,
                Catch::Contains("deadlock") && Catch::Contains(sm90a_line("wait_parity(&empty[s]")));
     // A consumer waiting on the wrong parity of "full" reads a slot before its TMA landed.
-    r = sm90a_fault("wait_parity(&full[slot], phase);  // tile n", Fault::flip_parity, schedule);
+    r = sm90a_fault("wait_parity(&full[slot], phase);  // this tile", Fault::flip_parity, schedule);
     CHECK_THAT(r, Catch::Contains("has not landed") &&
                       Catch::Contains(sm90a_line("attn::tma_load_3d(k_slot")));
     // The softmax using S before the wgmma that computes it has retired (the mask writes it).
     r = sm90a_fault("wgmma_wait<1>()", Fault::skip, schedule);
     CHECK_THAT(r, Catch::Contains("was written before this wait retired it") &&
                       Catch::Contains(sm90a_line("attn::wgmma_ss<Bc, T>")));
-    // Q's sign flipped by ordinary stores, then read by wgmma without fence.proxy.async.
-    r = sm90a_fault("fence_proxy_async_shared();  // Q's sign", Fault::skip, schedule, -0.2f);
+    // Q's sign flipped by ordinary stores (common/hopper.h's negate_tile_rows), then read by wgmma
+    // without fence.proxy.async.
+    r = sm90a_fault("fence_proxy_async_shared();  // Q's sign", Fault::skip, schedule, -0.2f,
+                    0, "common/hopper.h");
     CHECK_THAT(r, Catch::Contains("fence.proxy.async") && Catch::Contains(kStep5Hopper));
     // The ones of the row-sum product (P 1) stored without the fence: wgmma may not see them.
     r = sm90a_fault("fence_proxy_async_shared();  // the ones", Fault::skip, schedule);
