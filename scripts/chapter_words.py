@@ -19,7 +19,8 @@ many words do we read per minute?", 2019: about 240 on average), for prose read 
 explains. The time leaves out the code blocks (counted as lines, beside the words, not timed:
 how long a reader studies a diagram or a kernel has no rate to measure) and the chapter's commands,
 which run in seconds on the CPU backend (docs/contributing.md's edit-loop table measures them),
-and the exercises.
+and the exercises. docs/README.md's path shows this time for each chapter
+(scripts/steps_table.py reads it from here).
 
 Exit status: 0; 1 when --max-words is given and a chapter is over it (one line on stderr naming
 each); 2 for bad input (a file that cannot be read, a limit that is not a positive number).
