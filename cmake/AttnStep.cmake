@@ -121,7 +121,7 @@ function(attn_add_step name)
     # same machine code and the same ptxas report (in another order: kernel_report.py sorts it),
     # and no faster a whole build, where ninja keeps every core busy already; but a step rebuilt
     # after an edit waits for its architectures a core's worth at a time instead of one by one
-    # (docs/README.md's edit-loop table).
+    # (docs/contributing.md's edit-loop table).
     target_compile_options(${name}_gpu PRIVATE --threads 0)
     if(ARG_RUNGS)
       add_library(${name}_rungs_gpu OBJECT ${ARG_RUNGS})

@@ -8,7 +8,7 @@ depends on that file: the step's CPU copy, and in a GPU build its GPU copies too
 step at a chapter's shape (B=1 H=2 S=129 D=64, checked against the FP64 reference). It prints the
 seconds of each part and of the whole.
 
-    scripts/edit_loop.py [--build build-cpu [--build build]] [--readme docs/README.md]
+    scripts/edit_loop.py [--build build-cpu [--build build]] [--readme docs/contributing.md]
 
 build-cpu/ (the default) is the CPU-only build scripts/main.sh makes without a GPU, configured
 here when missing; a second --build adds a column (build/, scripts/test.sh's, compiles the GPU

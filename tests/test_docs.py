@@ -41,6 +41,28 @@ class Docs(unittest.TestCase):
                     missing.append(f"{rel}: {ref}")
         self.assertEqual(missing, [])
 
+    def test_the_front_doors(self):
+        # README.md's first screen (25 lines): the two commands first (tests/test_first_hour.py
+        # and .ci/run rely on them), then what this is, the quick start and a picture.
+        # docs/README.md opens with the path: the steps in order, whole within 40 lines.
+        readme = (ROOT / "README.md").read_text().splitlines()
+        commands = [line.split()[0] for line in readme[:6] if line.startswith("    ")]
+        self.assertEqual(commands, ["scripts/main.sh", "scripts/test.sh"])
+        screen = readme[:25]
+        self.assertTrue(any(line.startswith("**Quick start**") for line in screen), screen)
+        self.assertTrue(any(line.startswith("![") for line in screen), "no picture on it")
+        quick = next(i for i, line in enumerate(readme) if line.startswith("**Quick start**"))
+        self.assertTrue(all(line.startswith("    ") for line in readme[quick + 2:quick + 4]),
+                        "the quick start's commands follow it")
+        self.assertLess(quick + 3, 25, "the quick start's commands are on the first screen")
+        course = (ROOT / "docs" / "README.md").read_text().splitlines()[:40]
+        self.assertIn("## The path", course)
+        self.assertIn("<!-- steps-path:end -->", course)
+        chapter = re.compile(r"\]\(\.\./(step\d_\w+)/README\.md\)")
+        steps = [m.group(1) for line in course[course.index("## The path"):]
+                 if line.startswith("| ") and (m := chapter.search(line))]
+        self.assertEqual(steps, sorted(p.name for p in ROOT.glob("step[0-9]_*") if p.is_dir()))
+
 
 if __name__ == "__main__":
     unittest.main()
