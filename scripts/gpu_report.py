@@ -46,10 +46,25 @@ LADDER_SHAPES = ["--batch 1 --heads 8 --seq 512 --dim 64 --dtype fp16",
 # CPU backend (gpu_bundle.sh): two query tiles of 64 rows per head.
 NCU_SHAPE = "--batch 1 --heads 2 --seq 128 --dim 64 --dtype fp16"
 
-# What the CPU backend counts and the Nsight Compute metrics that measure the same (profile.py).
+# What the CPU backend counts and the Nsight Compute metrics that measure the same (profile.py),
+# and what ncu measures beside them that the backend cannot count (ptxas's HFMA2.MMA).
 COUNTERS = _script("profile").COUNTED
+NCU_ONLY = _script("profile").NCU_ONLY
 # A kernel's time alone, as ncu measures it (one run, caches flushed, clocks as found).
 DURATION = "gpu__time_duration.sum"
+# Why step 5's sm90a kernel falls short of SDPA at short sequences: its warps' stall reasons and
+# its issue rate at the grid's shortest causal shape, B=32 H=32 S=512 D=64 (ncu's per-reason
+# counters of warps stalled, summed over the kernel's cycles; "selected" is a warp issuing).
+STALL_KERNELS = ["step5_warpspecialized[sm90a]"]
+STALL_SHAPE = "--batch 32 --heads 32 --seq 512 --dim 64 --dtype fp16 --causal"
+STALL_REASONS = ["barrier", "branch_resolving", "dispatch_stall", "drain", "gmma", "imc_miss",
+                 "lg_throttle", "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle",
+                 "misc", "no_instruction", "not_selected", "selected", "short_scoreboard",
+                 "sleeping", "tex_throttle", "wait"]
+STALLS = ([(f"stall_{r}", [f"smsp__warps_issue_stalled_{r}.sum"]) for r in STALL_REASONS]
+          + [("issue_active", ["smsp__issue_active.sum"]),
+             ("cycles_active", ["smsp__cycles_active.sum"]),
+             ("inst_executed", ["smsp__inst_executed.sum"])])
 SANITIZERS = ["memcheck", "racecheck", "synccheck", "initcheck"]
 # The README's picture until a GPU has run the kernels (scripts/chart.py draws it).
 COUNTED_CHART = "docs/results/cpu-simt-smoke.png"
@@ -152,13 +167,18 @@ def run_ncu(suite, step, flags, shape, metrics, timeout, workdir):
 
 def ncu_jobs(suite):
     """What the stage profiles, in order: each step's own kernel at NCU_SHAPE (the metrics COUNTERS
-    names, and its duration), then at seed 004's shape (its duration alone), then every rung at
-    NCU_SHAPE: the budget reaches the steps first."""
-    metrics = [m for _, ms in COUNTERS for m in ms] + [DURATION]
+    and NCU_ONLY name, and its duration), then at seed 004's shape (its duration alone), then step
+    5's sm90a kernel at STALL_SHAPE (its warps' stall reasons and issue rate), then every rung at
+    NCU_SHAPE: the budget reaches the steps first. Each job: (label, step, flags, shape, what it
+    records: [(counter, [metrics])])."""
+    counted = COUNTERS + NCU_ONLY + [("gpu_time_ns", [DURATION])]
+    timed = [("gpu_time_ns", [DURATION])]
     steps, rungs = suite_kernels(suite, "steps"), suite_kernels(suite, "rungs")
-    return ([(label, step, flags, NCU_SHAPE, metrics) for label, step, flags in steps]
-            + [(label, step, flags, LADDER_SHAPES[0], [DURATION]) for label, step, flags in steps]
-            + [(label, step, flags, NCU_SHAPE, metrics) for label, step, flags in rungs])
+    return ([(label, step, flags, NCU_SHAPE, counted) for label, step, flags in steps]
+            + [(label, step, flags, LADDER_SHAPES[0], timed) for label, step, flags in steps]
+            + [(label, step, flags, STALL_SHAPE, STALLS + timed) for label, step, flags in steps
+               if label in STALL_KERNELS]
+            + [(label, step, flags, NCU_SHAPE, counted) for label, step, flags in rungs])
 
 
 def ncu_stage(suite, bundle, out_csv, budget, rehearse):
@@ -166,8 +186,9 @@ def ncu_stage(suite, bundle, out_csv, budget, rehearse):
     cpu = {r["step"]: r for r in read_csv(os.path.join(bundle, "share", "cpu_counts.csv"))}
     workdir = tempfile.mkdtemp(prefix="gpu_report_ncu_")  # ncu's log: not one of OUTDIR's files
     rows, dropped, reached, left = [], set(), 0, []
-    for label, step, flags, shape, metrics in ncu_jobs(suite):
-        metrics = [m for m in metrics if m not in dropped]
+    cpu_counted = {name for name, _ in COUNTERS}
+    for label, step, flags, shape, records in ncu_jobs(suite):
+        metrics = [m for _, ms in records for m in ms if m not in dropped]
         ncu, why = None, "skipped: no GPU (rehearsal)" if rehearse else ""
         remaining = budget - (time.monotonic() - start)
         if not rehearse and remaining < 2:
@@ -186,18 +207,18 @@ def ncu_stage(suite, bundle, out_csv, budget, rehearse):
             print(f"ncu: {label} at {shape}: " +
                   (f"{int(ncu['launches'])} launches" if ncu else why), flush=True)
         counted = cpu.get(label) if shape == NCU_SHAPE else None
-        for name, ms in COUNTERS + [("gpu_time_ns", [DURATION])]:
-            if shape != NCU_SHAPE and name != "gpu_time_ns":
-                continue
+        for name, ms in records:
             have = ncu is not None and all(m in ncu for m in ms)
             note = why if ncu is None else "" if have else "this ncu has no such metric"
             if name == "gpu_time_ns":
                 note = note or "the kernels' time alone, one run, caches flushed (not counted)"
+            elif name not in cpu_counted:
+                note = note or "ncu's alone: the CPU backend does not count it"
             elif not counted:
                 note = note or "no CPU count (the bundle's build had no counted copies)"
             rows.append({"kernel": label, "shape": shape, "counter": name,
                          "ncu_metrics": "+".join(ms),
-                         "cpu": counted.get(name, "") if counted and name != "gpu_time_ns" else "",
+                         "cpu": counted.get(name, "") if counted and name in cpu_counted else "",
                          "ncu": f"{sum(ncu[m] for m in ms):.0f}" if have else "", "note": note})
     shutil.rmtree(workdir, ignore_errors=True)
     with open(out_csv, "w", newline="") as f:
@@ -367,16 +388,34 @@ def backward_section(rows, mm):
     return "\n\n".join(out)
 
 
-# How Nsight Compute counts what the CPU backend counts apart, each rule read off a GPU run's
-# counters (docs/results/, where ncu's own figure equals the sum exactly): the CPU figure it is set
-# beside is the sum of these counters, each times its factor, and the note says why.
+# How Nsight Compute counts what the CPU backend counts apart, each rule read off the H200 run's
+# counters (docs/results/h200, where ncu's own figure equals the sum exactly). Its l1tex__ metrics
+# of global and shared loads count cp.async (LDGSTS) and ldmatrix (LDSM) among them, and its hmma
+# metric counts ptxas's HFMA2.MMA (register moves on the tensor pipe) and the warps' HGMMA.
+#
+# Where ncu measured such a part apart (profile.py's sm__sass_ metrics and NCU_ONLY): ncu's figure
+# less that part is set beside the CPU's own count. counter -> (the part's counter, the note).
+NCU_APART = {
+    "gld_requests": ("ldgsts_requests", "ncu's global loads include cp.async (LDGSTS), which it "
+                     "measured apart: its figure less those"),
+    "gld_sectors": ("ldgsts_sectors", "ncu's global loads include cp.async (LDGSTS), which it "
+                    "measured apart: its figure less those"),
+    "lds_wavefronts": ("ldsm_wavefronts", "ncu's shared loads include ldmatrix (LDSM), which it "
+                       "measured apart: its figure less those"),
+    "lds_conflicts": ("ldsm_conflicts", "ncu's shared loads include ldmatrix (LDSM), which it "
+                      "measured apart: its figure less those"),
+    "mma": ("hfma2_mma", "ncu's HMMA count includes ptxas's HFMA2.MMA, which it measured apart: "
+            "its figure less those"),
+}
+# The CPU's side: the sum of these counters, each times its factor, is set beside one ncu metric.
+# A rule that names a part (the third field) is the older one, for a run whose ncu did not measure
+# that part apart (docs/results/h200's: the metric names profile.py asked for did not exist), and
+# its note says so; the others always apply. counter -> (terms, the part or None, why).
 AS_NCU_COUNTS = {
-    # An ncu without the LDGSTS metrics counts cp.async among the global loads.
     "gld_requests": ([("gld_requests", 1), ("ldgsts_requests", 1)], "ldgsts_requests",
                      "ncu counts cp.async (LDGSTS) among global loads"),
     "gld_sectors": ([("gld_sectors", 1), ("ldgsts_sectors", 1)], "ldgsts_sectors",
                     "ncu counts cp.async (LDGSTS) among global loads"),
-    # An ncu without the LDSM metrics counts ldmatrix among the shared loads.
     "lds_wavefronts": ([("lds_wavefronts", 1), ("ldsm_wavefronts", 1)], "ldsm_wavefronts",
                        "ncu counts ldmatrix (LDSM) among shared loads"),
     "lds_conflicts": ([("lds_conflicts", 1), ("ldsm_conflicts", 1)], "ldsm_conflicts",
@@ -386,51 +425,136 @@ AS_NCU_COUNTS = {
     # The tensor pipe's HMMA metric counts those warps' HGMMA too.
     "mma": ([("mma", 1), ("wgmma", 4)], None, "ncu's HMMA count includes HGMMA"),
 }
+OLDER = "the older rule: this run's ncu did not measure {} apart"
 
 
-def as_ncu_counts(rows):
-    """counters.csv's rows of one kernel, with the CPU figure each ncu metric measures: [counter,
-    cpu, cpu as ncu counts it (a string showing the sum), ncu, note]."""
+def compare_counts(rows):
+    """counters.csv's rows of one kernel at NCU_SHAPE, each ncu figure beside the CPU figure it
+    measures: dicts with the counter, the two figures compared ("cpu", "ncu": numbers or None), how
+    each is made ("cpu_shown", "ncu_shown"), "rule" (whether a rule changed either side), "note"."""
     by = {r["counter"]: r for r in rows}
+
+    def measured(counter):
+        return counter in by and by[counter]["ncu"] != ""
     out = []
     for r in rows:
         name, cpu, ncu, note = r["counter"], r["cpu"], r["ncu"], r["note"] or ""
         if name == "gpu_time_ns" or (cpu in ("", "0") and ncu in ("", "0")):
             continue
-        shown, compared = cpu or "-", float(cpu) if cpu else None
-        into = [k for k, (ps, m, _) in AS_NCU_COUNTS.items() if m == name and k in by]
+        c = {"counter": name, "cpu": float(cpu) if cpu else None, "cpu_shown": cpu or "-",
+             "ncu": float(ncu) if ncu else None, "ncu_shown": ncu or "-", "rule": False}
+        notes = [note] if note else []
+        if name in {n for n, _ in NCU_ONLY} and ncu:
+            notes = ["ncu's alone: ptxas's code, which the CPU backend (running the source) "
+                     "does not have"]
+        into = [k for k, (_, m, _) in AS_NCU_COUNTS.items() if m == name and k in by]
         if into and not ncu and note == "this ncu has no such metric":
-            note = f"this ncu has no such metric: it counts these in {into[0]}"
-        # The rule applies where ncu measured this and lacks the metric the rule is about, and
-        # changes the figure where it adds a term or a factor to the counter alone.
-        parts, lacking, why = AS_NCU_COUNTS.get(name, ([], None, ""))
-        terms = [(c, f, by[c]["cpu"]) for c, f in parts
-                 if c in by and by[c]["cpu"] not in ("", "0")]
+            notes = [f"this ncu has no such metric: it counts these in {into[0]}"]
+        # ncu's side: less the part it measured apart
+        part, why_apart = NCU_APART.get(name, (None, ""))
+        if ncu and part and measured(part):
+            c["ncu"] = float(ncu) - float(by[part]["ncu"])
+            c["ncu_shown"] = f"{c['ncu']:.0f} ({name} {ncu} - {part} {by[part]['ncu']})"
+            c["rule"] = True
+            notes.append(why_apart)
+        # the CPU's side: a sum where ncu counts what the CPU counts apart
+        terms_of, lacking, why = AS_NCU_COUNTS.get(name, ([], None, ""))
+        terms = [(t, f, by[t]["cpu"]) for t, f in terms_of
+                 if t in by and by[t]["cpu"] not in ("", "0")]
         if (ncu and terms and terms != [(name, 1, cpu)]
-                and (lacking is None or (lacking in by and not by[lacking]["ncu"]))):
-            compared = sum(f * float(v) for _, f, v in terms)
-            shown = f"{compared:.0f} (" + " + ".join(f"{c} {v}" + (f" x {f}" if f != 1 else "")
-                                                      for c, f, v in terms) + ")"
-            note = "; ".join(x for x in (note, why) if x)
-        if ncu and compared is not None and float(ncu) != compared:
-            if name == "mma" and float(ncu) > compared:
-                note = "; ".join(x for x in (note, "ptxas's HFMA2.MMA (register moves it runs on "
-                                             "the tensor pipe) are in ncu's count") if x)
-            elif name == "lds_wavefronts" and float(ncu) < compared:
-                why_less = ("nvcc merged the source's adjacent loads into wider ones (LDS.64); "
-                            "the CPU counts the source's")
-                note = "; ".join(x for x in (note, why_less) if x)
-            elif name == "lds_conflicts" and float(ncu) > compared and \
-                    float(ncu) < 1e-3 * float(by.get("lds_wavefronts", {}).get("ncu") or "inf"):
-                why_more = ("a handful beside the wavefronts, another handful in the next run: "
-                            "the L1's arbitration with other traffic, not the access pattern")
-                note = "; ".join(x for x in (note, why_more) if x)
-            elif name == "dram_bytes_min" and float(ncu) < compared:
-                note = "; ".join(x for x in (note, "writes still in L2 when the kernel ended are "
-                                             "not yet DRAM bytes") if x)
-        ratio = f"{float(ncu) / compared:.2f}" if ncu and compared else "-"
-        out.append([name, shown, ncu or "-", ratio, note])
+                and (lacking is None or not measured(lacking))):
+            c["cpu"] = sum(f * float(v) for _, f, v in terms)
+            c["cpu_shown"] = f"{c['cpu']:.0f} (" + " + ".join(
+                f"{t} {v}" + (f" x {f}" if f != 1 else "") for t, f, v in terms) + ")"
+            c["rule"] = True
+            notes.append(why + ("" if lacking is None else f" ({OLDER.format(lacking)})"))
+        compared, got = c["cpu"], c["ncu"]
+        if got is not None and compared is not None and got != compared:
+            if name == "mma" and got > compared and not measured("hfma2_mma"):
+                notes.append("ptxas's HFMA2.MMA (register moves it runs on the tensor pipe) are "
+                             f"in ncu's count ({OLDER.format('hfma2_mma')})")
+            elif name == "lds_wavefronts" and got < compared:
+                notes.append("nvcc merged the source's adjacent loads into wider ones (LDS.64); "
+                             "the CPU counts the source's")
+            elif name == "lds_conflicts" and got > compared and \
+                    got < 1e-3 * float(by.get("lds_wavefronts", {}).get("ncu") or "inf"):
+                notes.append("a handful beside the wavefronts, another handful in the next run: "
+                             "the L1's arbitration with other traffic, not the access pattern")
+            elif name == "dram_bytes_min" and got < compared:
+                notes.append("writes still in L2 when the kernel ended are not yet DRAM bytes")
+        c["note"] = "; ".join(n for n in notes if n)
+        out.append(c)
     return out
+
+
+def as_ncu_counts(rows):
+    """counters.csv's rows of one kernel, with the CPU figure each ncu metric measures: [counter,
+    cpu as ncu counts it (a string showing the sum), ncu (a string showing a difference), ncu / CPU,
+    note]."""
+    return [[c["counter"], c["cpu_shown"], c["ncu_shown"],
+             f"{c['ncu'] / c['cpu']:.2f}" if c["ncu"] is not None and c["cpu"] else "-",
+             c["note"]] for c in compare_counts(rows)]
+
+
+def agreement(rows):
+    """One sentence: how many of the figures both counted agree, as counted or after a rule, and
+    where the rest differ, from counters.csv's rows (every kernel at NCU_SHAPE)."""
+    compared = []
+    for k in dict.fromkeys(r["kernel"] for r in rows if r["shape"] == NCU_SHAPE):
+        compared += [dict(c, kernel=k) for c in compare_counts(
+            [r for r in rows if r["kernel"] == k and r["shape"] == NCU_SHAPE])
+            if c["cpu"] is not None and c["ncu"] is not None]
+    if not compared:
+        return "Nsight Compute and the CPU backend counted nothing in common in this run."
+    same = [c for c in compared if c["cpu"] == c["ncu"]]
+    ruled = sum(c["rule"] for c in same)
+    rest = {}
+    for c in compared:
+        if c["cpu"] != c["ncu"]:
+            rest.setdefault(c["counter"], []).append(c)
+    parts = []
+    for counter, cs in sorted(rest.items(), key=lambda kv: -len(kv[1])):
+        ratios = [c["ncu"] / c["cpu"] for c in cs if c["cpu"]]
+        zero = sum(1 for c in cs if not c["cpu"])
+        what = [", ".join(c["kernel"] for c in cs) if len(cs) <= 6 else "",
+                f"ncu / CPU {min(ratios):.2f} to {max(ratios):.2f}" if ratios else "",
+                ("the CPU counts none" + (f" in {zero}" if zero < len(cs) else "")) if zero
+                else ""]
+        parts.append(f"{counter} in {len(cs)} kernel{'s' if len(cs) > 1 else ''} ("
+                     + "; ".join(x for x in what if x) + ")")
+    return (f"Of the {len(compared)} figures Nsight Compute and the CPU backend both counted "
+            f"(`{NCU_SHAPE}`), {len(same)} agree exactly: {len(same) - ruled} as counted, {ruled} "
+            "once a rule for how ncu counts is applied (each row's note says which)."
+            + (" The others: " + "; ".join(parts) + "." if parts else ""))
+
+
+def stall_section(rows):
+    """The warp-stall table of the kernels stage d profiled at STALL_SHAPE, or "" where none."""
+    out = []
+    for k in dict.fromkeys(r["kernel"] for r in rows if r["shape"] == STALL_SHAPE):
+        got = {r["counter"]: float(r["ncu"]) for r in rows
+               if r["kernel"] == k and r["shape"] == STALL_SHAPE and r["ncu"]}
+        stalls = sorted(((n[len("stall_"):], v) for n, v in got.items()
+                         if n.startswith("stall_") and v), key=lambda nv: -nv[1])
+        total, inst = sum(v for _, v in stalls), got.get("inst_executed")
+        issue = (f"issuing in {100 * got['issue_active'] / got['cycles_active']:.0f}% of its "
+                 "schedulers' active cycles (`smsp__issue_active` / `smsp__cycles_active`)"
+                 if got.get("cycles_active") and "issue_active" in got else "issue rate not "
+                 "measured")
+        missing = [n[len("stall_"):] for n, _ in STALLS if n.startswith("stall_")
+                   and not any(r["kernel"] == k and r["shape"] == STALL_SHAPE
+                               and r["counter"] == n and r["ncu"] for r in rows)]
+        head = (f"**{k}** at `{STALL_SHAPE}`: {issue}; its warps' states, summed over the "
+                "cycles (`smsp__warps_issue_stalled_<reason>`; selected: issuing)"
+                + (f"; not measured: {', '.join(missing)}" if missing else "") + ".")
+        if not stalls:
+            out.append(head + " No stall was measured.")
+            continue
+        out.append(head + "\n\n" + table(
+            ["reason", "warp-cycles", "per instruction issued", "share"],
+            [[n, f"{v:.0f}", f"{v / inst:.2f}" if inst else "-", f"{100 * v / total:.0f}%"]
+             for n, v in stalls]))
+    return "\n\n".join(out)
 
 
 def counters_section(rows):
@@ -447,15 +571,18 @@ def counters_section(rows):
                 as_ncu_counts([r for r in rows if r["kernel"] == k and r["shape"] == NCU_SHAPE])]
     times = [[r["kernel"], r["shape"], f"{float(r['ncu']) / 1e3:.3g}" if r["ncu"] else "-",
               r["note"] if not r["ncu"] else ""] for r in rows if r["counter"] == "gpu_time_ns"]
+    stalls = stall_section(rows)
     return (f"Shape `{NCU_SHAPE}`; CPU: the counted copy on the CPU backend (--counters), as "
             "Nsight Compute counts it where the two count apart (the sum shown, and why in the "
             "note); ncu: Nsight Compute's metrics named in counters.csv, summed over the run's "
-            "launches. `dram_bytes_min` is a lower bound on what the kernel reads and writes: "
-            "ncu's DRAM bytes may exceed it.\n\n"
+            "launches (less a part it measured apart, shown). `dram_bytes_min` is a lower bound "
+            "on what the kernel reads and writes: ncu's DRAM bytes may exceed it. "
+            + agreement(rows) + "\n\n"
             + table(["kernel", "counter", "CPU", "ncu", "ncu / CPU", "note"], out)
             + "\n\nEach kernel's time alone (`gpu__time_duration`, one run, caches flushed, "
             "clocks as found), beside the timings' back-to-back figures, which include what the "
-            "host's launches cost:\n\n" + table(["kernel", "shape", "us", "note"], times))
+            "host's launches cost:\n\n" + table(["kernel", "shape", "us", "note"], times)
+            + ("\n\n**Warp stalls**\n\n" + stalls if stalls else ""))
 
 
 def chart(rows, title, path):

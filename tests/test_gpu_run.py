@@ -168,6 +168,7 @@ class GpuRun(unittest.TestCase):
                  echo "Stand-in GPU, 999.1, 1755 MHz, 1980 MHz, 2619 MHz, 2619 MHz, 70 W, 700 W, 30, P0" ;;
             esac""")
         stand_in(tools, "compute-sanitizer", "trap '' TERM\nsleep 600\n")  # deaf to TERM
+        # ncu lacks one warp-stall metric: it says so, and the stage runs the kernel again without
         stand_in(tools, "ncu", """\
             while [[ $1 == -* ]]; do
               case $1 in
@@ -177,6 +178,10 @@ class GpuRun(unittest.TestCase):
                 *) shift 2 ;;
               esac
             done
+            if [[ ,$metrics, == *,smsp__warps_issue_stalled_misc.sum,* ]]; then
+              echo "==ERROR== Failed to find metric smsp__warps_issue_stalled_misc.sum" >&2
+              exit 1
+            fi
             echo '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name","Metric Name","Metric Unit","Metric Value"' >"$log"
             for m in ${metrics//,/ }; do
               for id in 0 1; do
@@ -221,7 +226,32 @@ class GpuRun(unittest.TestCase):
         self.assertTrue(counters)
         dram = [c for c in counters if c["counter"] == "dram_bytes_min"][0]
         self.assertEqual(dram["ncu"], "4000")  # read + write, each summed over two launches
-        self.assertIn("| ncu / CPU |", (out / "README.md").read_text())
+        text = (out / "README.md").read_text()
+        self.assertIn("| ncu / CPU |", text)
+        # ncu-only: ptxas's HFMA2.MMA, no CPU figure
+        hfma2 = [c for c in counters if c["counter"] == "hfma2_mma"]
+        self.assertTrue(hfma2 and all(c["cpu"] == "" for c in hfma2), hfma2)
+        # Step 5's sm90a kernel at the short causal shape: its warps' stall reasons and issue rate,
+        # after the steps' own kernels and before the rungs; the metric this ncu lacks left out
+        with open(out / "counters.csv") as f:
+            every = list(csv.DictReader(f))
+        stalls = [c for c in every if c["shape"] == gpu_report.STALL_SHAPE]
+        self.assertEqual({c["kernel"] for c in stalls}, {"step5_warpspecialized[sm90a]"})
+        got = {c["counter"]: c for c in stalls}
+        self.assertEqual(got["stall_long_scoreboard"]["ncu"], "2000")
+        self.assertEqual(got["issue_active"]["ncu"], "2000")
+        self.assertEqual(got["stall_misc"]["ncu"], "")
+        self.assertEqual(got["stall_misc"]["note"], "this ncu has no such metric")
+        kernels = list(dict.fromkeys((c["kernel"], c["shape"]) for c in every))
+        place = kernels.index(("step5_warpspecialized[sm90a]", gpu_report.STALL_SHAPE))
+        self.assertTrue(all(k[1] != gpu_report.NCU_SHAPE or "[" not in k[0] or k[0].endswith(
+            ("[sm80]", "[sm90a]")) for k in kernels[:place]), kernels[:place])
+        self.assertIn("metrics this ncu lacks: smsp__warps_issue_stalled_misc.sum",
+                      (out / "log.txt").read_text())
+        self.assertIn("**Warp stalls**", text)
+        self.assertIn("issuing in 100% of its schedulers' active cycles", text)
+        self.assertIn("| long_scoreboard | 2000 | 1.00 |", text)
+        self.assertIn("not measured: misc", text)
         self.assertLessEqual(set(os.listdir(out)), FILES)
 
     def test_tool_output_is_parsed(self):
@@ -272,25 +302,57 @@ class GpuRun(unittest.TestCase):
         self.assertIsNone(gpu_report.parse_ncu("==ERROR== Failed to find metric x.sum"))
 
     def test_counts_are_set_beside_ncu_as_ncu_counts_them(self):
-        # One kernel's rows of counters.csv, as an ncu without the LDGSTS and LDSM metrics left them
+        # One kernel's rows of counters.csv, as an ncu without the LDGSTS, LDSM and HFMA2.MMA
+        # metrics left them (docs/results/h200's): the older rules, each saying so
         rows = [{"kernel": "k", "shape": gpu_report.NCU_SHAPE, "counter": c, "cpu": cpu, "ncu": ncu,
                  "note": "" if ncu else "this ncu has no such metric"}
-                for c, cpu, ncu in [("gld_requests", "10", "330"), ("ldgsts_requests", "320", ""),
-                                    ("lds_wavefronts", "100", "4452"), ("ldsm_wavefronts", "4352", ""),
+                for c, cpu, ncu in [("gld_requests", "10", "330"),
+                                    ("ldgsts_requests", "320", ""),
+                                    ("lds_wavefronts", "100", "4452"),
+                                    ("ldsm_wavefronts", "4352", ""),
                                     ("mma", "2048", "2496"), ("wgmma", "112", "448"),
                                     ("dram_bytes_min", "1000", "900")]]
         got = {r[0]: r for r in gpu_report.as_ncu_counts(rows)}
         self.assertEqual(got["gld_requests"][1:4], ["330 (gld_requests 10 + ldgsts_requests 320)",
                                                    "330", "1.00"])
+        self.assertIn("the older rule: this run's ncu did not measure ldgsts_requests apart",
+                      got["gld_requests"][4])
         self.assertIn("it counts these in gld_requests", got["ldgsts_requests"][4])
         self.assertEqual(got["lds_wavefronts"][3], "1.00")
         self.assertEqual(got["wgmma"][1:4], ["448 (wgmma 112 x 4)", "448", "1.00"])
         self.assertEqual(got["mma"][1], "2496 (mma 2048 + wgmma 112 x 4)")
         self.assertIn("HGMMA", got["mma"][4])
         self.assertIn("not yet DRAM bytes", got["dram_bytes_min"][4])
-        # Where ncu has the LDGSTS metric, global loads are compared alone, with no note
+        # ncu counted 2 HFMA2.MMA more than the CPU's mma: the older rule names them, unmeasured
+        rows[4]["ncu"] = "2498"
+        mma = {r[0]: r for r in gpu_report.as_ncu_counts(rows)}["mma"]
+        self.assertIn("HFMA2.MMA", mma[4])
+        self.assertIn("did not measure hfma2_mma apart", mma[4])
+        # Where ncu measured LDGSTS, LDSM and HFMA2.MMA apart (profile.py's sm__sass_ metrics and
+        # NCU_ONLY): the CPU's own count beside ncu's less the part, each part compared alone
         rows[1]["ncu"], rows[1]["note"] = "320", ""
-        self.assertEqual(gpu_report.as_ncu_counts(rows)[0], ["gld_requests", "10", "330", "33.00", ""])
+        rows[3]["ncu"], rows[3]["note"] = "4352", ""
+        rows.append({"kernel": "k", "shape": gpu_report.NCU_SHAPE, "counter": "hfma2_mma",
+                     "cpu": "", "ncu": "2",
+                     "note": "ncu's alone: the CPU backend does not count it"})
+        got = {r[0]: r for r in gpu_report.as_ncu_counts(rows)}
+        self.assertEqual(got["gld_requests"][1:4],
+                         ["10", "10 (gld_requests 330 - ldgsts_requests 320)", "1.00"])
+        self.assertIn("measured apart", got["gld_requests"][4])
+        self.assertNotIn("older rule", got["gld_requests"][4])
+        self.assertEqual(got["ldgsts_requests"][1:4], ["320", "320", "1.00"])
+        self.assertEqual(got["lds_wavefronts"][1:4],
+                         ["100", "100 (lds_wavefronts 4452 - ldsm_wavefronts 4352)", "1.00"])
+        self.assertEqual(got["mma"][1:4], ["2496 (mma 2048 + wgmma 112 x 4)",
+                                          "2496 (mma 2498 - hfma2_mma 2)", "1.00"])
+        self.assertNotIn("older rule", got["mma"][4])
+        self.assertEqual(got["hfma2_mma"][1:4], ["-", "2", "-"])
+        self.assertIn("ncu's alone", got["hfma2_mma"][4])
+        # and the sentence that sums the table up: every figure both counted, which agree
+        sentence = gpu_report.agreement(rows)
+        self.assertIn("Of the 7 figures Nsight Compute and the CPU backend both counted", sentence)
+        self.assertIn("6 agree exactly: 2 as counted, 4 once a rule", sentence)
+        self.assertIn("dram_bytes_min in 1 kernel (k; ncu / CPU 0.90 to 0.90)", sentence)
 
     def test_the_chapters_show_the_committed_gpu_run(self):
         results = ROOT / "docs" / "results" / "h200"
