@@ -7,6 +7,8 @@ Nsight Compute stage and its table beside the CPU backend's counts, and the repo
     gpu_report.py summary BUNDLE OUTDIR WORKDIR [--no-chart]   README.md, run.json, chart.png
     gpu_report.py readme README.md [RESULTS_DIR ...]     the README's GPU results block
     gpu_report.py chapters RESULTS_DIR [--check]         each chapter's GPU table (<!-- gpu -->)
+    gpu_report.py chart RESULTS_DIR                      its chart.png drawn again from its
+                                                         timings.csv, titled as its run.json
 
 It runs with the GPU machine's own Python: the standard library, and matplotlib for the chart
 where it is installed (the chart is left out, with a note, where it is not).
@@ -310,9 +312,14 @@ def shape_of(r):
             + (" causal" if r["causal"] == "1" else ""))
 
 
-def is_ladder(r):
+def ladder_shape(r):
+    """A timings row's shape as LADDER_SHAPES writes it."""
     return (f"--batch {r['batch']} --heads {r['heads']} --seq {r['seqlen_q']} --dim {r['dim']} "
-            f"--dtype {r['dtype']}" in LADDER_SHAPES and r["causal"] == "0")
+            f"--dtype {r['dtype']}")
+
+
+def is_ladder(r):
+    return ladder_shape(r) in LADDER_SHAPES and r["causal"] == "0"
 
 
 def timing_section(rows, peaks):
@@ -585,44 +592,103 @@ def counters_section(rows):
             + ("\n\n**Warp stalls**\n\n" + stalls if stalls else ""))
 
 
+SDPA_PREFIX, REFERENCE_PREFIXES = "torch_sdpa", ("torch_sdpa", "baseline")
+
+
+def course_order():
+    """[(course label, the name its timings rows carry)] of every kernel of the course, in the
+    course's order (scripts/stepdiff.py --list: step 1, 2.1, 2.2, 2, 3, 4.1 .. 4, 5, 5.1 ..,
+    5:sm90a, 6.1 .. 6), step 0 (the CPU reference) left out."""
+    stepdiff, ladders = _script("stepdiff"), _script("ladders")
+    out = []
+    for label, _, step, which, _ in stepdiff.course():
+        if step == stepdiff.STEPS[0]:
+            continue
+        rungs = [r for r, _ in ladders.LADDERS.get(step, [])]
+        out.append((label, ladders.run_name(step, which) if which in rungs
+                    else f"{step}[{which}]" if which else step))
+    return out
+
+
+def chart_panels(rows):
+    """What chart() draws, in its order: a panel per ladder shape for the forward, then one per
+    shape for the backward where the rows hold it. Each: {"shape", "backward", "bars": [(label,
+    timings name, config, TFLOPS, share of the best SDPA backend or None)] in course order (a
+    kernel the course does not name last, in the rows' order), "lines": [(name, TFLOPS)] (SDPA's
+    backends and cuBLAS), "best": (name, TFLOPS) of the fastest SDPA backend or None}."""
+    order = course_order()
+    rank = {name: i for i, (_, name) in enumerate(order)}
+    course_label = {name: label for label, name in order}
+    ladder = [r for r in rows if is_ladder(r)]
+    place = {shape_of(r): LADDER_SHAPES.index(ladder_shape(r)) for r in ladder}
+    panels = []
+    for backward in (False, True):
+        mine = [r for r in ladder if bench.is_backward(r) == backward]
+        for shape in sorted(dict.fromkeys(shape_of(r) for r in mine), key=place.get):
+            here = [r for r in mine if shape_of(r) == shape]
+            refs = [r for r in here if r["step"].startswith(REFERENCE_PREFIXES)]
+            sdpa = [(r["step"], float(r["tflops"])) for r in refs
+                    if r["step"].startswith(SDPA_PREFIX)]
+            best = max(sdpa, key=lambda nv: nv[1]) if sdpa else None
+            kernels = [(i, r) for i, r in enumerate(here)
+                       if not r["step"].startswith(REFERENCE_PREFIXES)]
+            kernels.sort(key=lambda ir: (rank.get(ir[1]["step"], len(rank)), ir[0]))
+            configs = {}
+            for _, r in kernels:
+                configs.setdefault(r["step"], set()).add(r["config"])
+            bars = []
+            for _, r in kernels:
+                name, tf = r["step"], float(r["tflops"])
+                label = course_label.get(name, name)
+                inner = name[name.index("[") + 1:-1] if "[" in name else ""
+                label += f" {inner}" if inner and inner not in label else ""
+                label += f" {r['config']}" if len(configs[name]) > 1 else ""
+                bars.append((label, name, r["config"], tf, tf / best[1] if best else None))
+            panels.append({"shape": shape, "backward": backward, "bars": bars,
+                           "lines": [(r["step"], float(r["tflops"])) for r in refs],
+                           "best": best})
+    return panels
+
+
 def chart(rows, title, path):
-    """TFLOPS per step and rung at the ladder shapes, SDPA's backends and cuBLAS as lines."""
+    """TFLOPS of every step and rung at the ladder's shapes in course order, each bar labelled with
+    its share of the best SDPA backend there, SDPA's backends and cuBLAS as lines; the backward's
+    panels after the forward's where the rows hold it (chart_panels says what is drawn)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return "no chart: matplotlib is not installed here"
-    ladder = [r for r in rows if is_ladder(r) and not bench.is_backward(r)]  # the forward's ladder
-    if not ladder:
+    panels = [p for p in chart_panels(rows) if p["bars"]]
+    if not panels:
         return "no chart: no timings at the ladder's shapes"
-    shapes_seen = list(dict.fromkeys(shape_of(r) for r in ladder))
-    fig, axes = plt.subplots(len(shapes_seen), 1, figsize=(12, 4.2 * len(shapes_seen)),
-                             squeeze=False)
-    for ax, shape in zip(axes[:, 0], shapes_seen):
-        mine = [r for r in ladder if shape_of(r) == shape]
-        kernels = [r for r in mine if not r["step"].startswith(("torch_sdpa", "baseline"))]
-        values = [float(r["tflops"]) for r in kernels]
-        ax.bar(range(len(kernels)), values, color="#4c72b0")
-        for i, v in enumerate(values):
-            ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize=6)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 4.2 * len(panels)), squeeze=False)
+    for ax, panel in zip(axes[:, 0], panels):
+        bars = panel["bars"]
+        values = [tf for _, _, _, tf, _ in bars]
+        ax.bar(range(len(bars)), values, color="#c44e52" if panel["backward"] else "#4c72b0")
+        for i, (_, _, _, tf, share) in enumerate(bars):
+            ax.annotate(f"{100 * share:.0f}%" if share is not None else f"{tf:.3g}", (i, tf),
+                        ha="center", va="bottom", fontsize=6)
         ax.set_yscale("log")
-        ax.set_xticks(range(len(kernels)))
-        ax.set_xticklabels([r["step"].replace("_warpspecialized", "").replace("_tensorcore", "")
-                            .replace("_fused", "").replace("_tiled", "").replace("_naive", "")
-                            + (f" {r['config']}" if r["config"] and "[" not in r["step"]
-                               and r["step"].startswith("step4") else "")
-                            for r in kernels], rotation=60, ha="right", fontsize=7)
-        for i, ref in enumerate(r for r in mine if r["step"].startswith(("torch_sdpa",
-                                                                          "baseline"))):
-            ax.axhline(float(ref["tflops"]), color=f"C{i + 1}", linestyle="--", linewidth=1,
-                       label=f"{ref['step']} {float(ref['tflops']):.0f}")
+        ax.set_xticks(range(len(bars)))
+        ax.set_xticklabels([b[0] for b in bars], rotation=60, ha="right", fontsize=7)
+        for i, (name, tf) in enumerate(panel["lines"]):
+            ax.axhline(tf, color=f"C{i + 1}", linestyle="--", linewidth=1, label=f"{name} {tf:.0f}")
         ax.set_ylabel("TFLOPS (log)")
-        ax.set_title(shape, fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
+        best = panel["best"]
+        ax.set_title(f"{panel['shape']}" + (", backward" if panel["backward"] else "")
+                     + ": in course order; on each bar, "
+                     + (f"its share of the best SDPA backend here ({best[0]}, {best[1]:.1f} "
+                        "TFLOPS)" if best else "its TFLOPS (no SDPA backend at this shape)"),
+                     fontsize=9)
+        if panel["lines"]:
+            ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
     return ""
 
 
@@ -723,8 +789,10 @@ def summary(bundle, outdir, work, draw_chart=True):
         text = (f"Measured ceilings: {peaks}" if peaks else "No measured ceilings.") + "\n\n" \
             + timing_section(timings, peaks)
         note = "no chart: no timings"
-        if timings and draw_chart:
-            note = chart(timings, title, chart_png)
+        if timings and draw_chart:  # the tables are written even where the chart cannot be
+            note, why = guarded("c. Timings, the chart", lambda: chart(timings, title, chart_png))
+            if why:
+                failed.append(why)
         elif timings:
             note = "" if os.path.exists(chart_png) else "the chart is drawn at the end of the run"
         return text + ("\n\n" + note if note else "\n\n![TFLOPS](chart.png)")
@@ -887,6 +955,20 @@ def chapters(results, check):
     return 0
 
 
+def redraw(results):
+    """A GPU run's chart.png drawn again from its committed timings.csv (the same measurements,
+    the same title: run.json's), by this version of chart()."""
+    run = load_run(results)
+    rows = read_csv(os.path.join(results, "timings.csv"))
+    if not rows:
+        refuse(f"{results}: no timings.csv to draw")
+    note = chart(rows, run["title"], os.path.join(results, "chart.png"))
+    if note:
+        refuse(f"{results}: {note}")
+    print(f"gpu_report: drew {os.path.join(results, 'chart.png')} from its timings.csv")
+    return 0
+
+
 def main(argv):
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
         print(__doc__)
@@ -902,6 +984,8 @@ def main(argv):
     if cmd == "readme" and rest:
         allow = "--allow-rehearsal" in rest
         return readme(rest[0], [r for r in rest[1:] if r != "--allow-rehearsal"], allow)
+    if cmd == "chart" and len(rest) == 1:
+        return redraw(rest[0])
     if cmd == "chapters" and rest and len([r for r in rest if r != "--check"]) == 1:
         return chapters([r for r in rest if r != "--check"][0], "--check" in rest)
     refuse(f"{' '.join(argv[1:])}: see --help for the commands")

@@ -415,6 +415,40 @@ class GpuRun(unittest.TestCase):
         note = gpu_report.chart(ladder + back, "a title", png)
         self.assertEqual(note, "")
         self.assertGreater(png.stat().st_size, 10000)
+        # The chart's bars in course order (scripts/stepdiff.py --list's), whatever the rows'
+        # order: the forward's panels, one per shape, then the backward's
+        panels = gpu_report.chart_panels(list(reversed(ladder)) + back)
+        self.assertEqual([(p["shape"], p["backward"]) for p in panels],
+                         [("fp16 B=1 H=8 S=512 D=64", False), ("fp16 B=1 H=16 S=4096 D=128", False),
+                          ("fp16 B=1 H=8 S=512 D=64", True)])
+        listed = subprocess.run([sys.executable, ROOT / "scripts" / "stepdiff.py", "--list"],
+                                capture_output=True, text=True, check=True).stdout.split("\n")
+        course = [line.split()[0] for line in listed if line and not line.startswith("0 ")]
+        labels = [b[0].split()[0] for b in panels[0]["bars"]]
+        self.assertEqual(labels, [c for c in course if c in labels])
+        self.assertEqual(set(labels), {c for c in course if not c.startswith("6")})
+        names = [b[1] for b in panels[0]["bars"]]
+        for earlier, later in (("step1_naive", "step2_tiled[tiles]"),
+                               ("step2_tiled[warps]", "step2_tiled"),
+                               ("step2_tiled", "step3_fused"),
+                               ("step4_tensorcore[keepbits]", "step4_tensorcore"),
+                               ("step4_tensorcore", "step5_warpspecialized[sm80]"),
+                               ("step5_warpspecialized[sm80]", "step5_warpspecialized[tma]"),
+                               ("step5_warpspecialized[overlap]", "step5_warpspecialized[sm90a]")):
+            self.assertLess(names.index(earlier), names.index(later), (earlier, later))
+        self.assertEqual(panels[0]["bars"][1][0], "2.1 tiles")
+        # each bar's share of the best SDPA backend at that shape (the only one here: flash)
+        sdpa = next(float(r["tflops"]) for r in ladder if r["step"] == "torch_sdpa_flash"
+                    and r["seqlen_q"] == "512")
+        self.assertEqual(panels[0]["best"], ("torch_sdpa_flash", sdpa))
+        for _, name, _, tf, share in panels[0]["bars"]:
+            self.assertAlmostEqual(share, tf / sdpa)
+        self.assertEqual([n for n, _ in panels[0]["lines"]],
+                         ["baseline_cublas", "torch_sdpa_flash"])
+        # the backward's: step 6's rungs in course order, its own kernel last, SDPA's as a line
+        self.assertEqual([b[0] for b in panels[2]["bars"]], ["6.1 math", "6.6 dq", "6"])
+        self.assertEqual(panels[2]["lines"], [("torch_sdpa_flash_backward", 70.0)])
+        self.assertAlmostEqual(panels[2]["bars"][0][4], 1.0)
 
     def test_the_bundles_own_report_writes_every_kind_of_row(self):
         # What the stages leave, every kind of row a GPU run writes (the forward's steps, rungs,
@@ -480,7 +514,8 @@ class GpuRun(unittest.TestCase):
         self.assertEqual(json.loads((out / "run.json").read_text())["sections_not_written"], [])
         self.assertTrue((out / "chart.png").exists())
         # A bundle without a script the report imports: the report is still written, every
-        # section but the one that needs it, which says why in one line; exit status 1.
+        # section but those that need it (the backward's table, the chart: both go in the
+        # course's order, scripts/ladders.py), which say why in one line; exit status 1.
         broken = self.tmp / "broken"
         shutil.copytree(BUNDLE / "scripts", broken / "scripts")
         (broken / "scripts" / "ladders.py").unlink()
@@ -495,9 +530,12 @@ class GpuRun(unittest.TestCase):
             f"or directory: '{broken / 'scripts' / 'ladders.py'}')."])
         self.assertIn("| step4_tensorcore[swizzle] | 500 |", text)
         self.assertIn("12 passed, 3 skipped", text)
+        timings = text.split("## c. Timings (timings.csv)")[1].split("\n## ")[0]
+        self.assertIn("Not written: the report's code failed here (ModuleNotFoundError", timings)
         run_json = json.loads((out / "run.json").read_text())
-        self.assertEqual(len(run_json["sections_not_written"]), 1)
+        self.assertEqual(len(run_json["sections_not_written"]), 2)
         self.assertIn("section not written: c. The backward pass: FileNotFoundError", r.stderr)
+        self.assertIn("section not written: c. Timings, the chart: ModuleNotFoundError", r.stderr)
 
     def test_the_suite_times_on_the_cpu_backend(self):
         shapes = self.tmp / "shapes.txt"
