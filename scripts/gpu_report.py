@@ -10,6 +10,9 @@ Nsight Compute stage and its table beside the CPU backend's counts, and the repo
     gpu_report.py chart RESULTS_DIR                      its chart.png drawn again from its
                                                          timings.csv, titled as its run.json
 
+The README's block and the chapters' tables mark each kernel whose source has changed since the
+run measured it (scripts/kernel_sources.py: the hashes the run's bundle recorded, beside today's).
+
 It runs with the GPU machine's own Python: the standard library, and matplotlib for the chart
 where it is installed (the chart is left out, with a note, where it is not).
 """
@@ -28,6 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402  (the FlashAttention grid and the FLOP count)
+import kernel_sources  # noqa: E402  (which source each figure measured)
 import markers  # noqa: E402
 
 
@@ -711,11 +715,16 @@ def provenance(work):
     def read(name):
         p = os.path.join(work, name)
         return open(p).read().strip() if os.path.exists(p) else ""
-    manifest = dict(line.split(": ", 1) for line in read("manifest.txt").splitlines()
-                    if ": " in line)
+    text = read("manifest.txt")
+    manifest = dict(line.split(": ", 1) for line in text.splitlines()
+                    if ": " in line and not line.startswith(" "))
+    # Which source each kernel measured (the MANIFEST's sources: block, gpu_bundle.sh).
+    kernels = kernel_sources.parse_manifest(text)
     return {"gpu_idle": read("nvidia-smi-before.csv"), "gpu_loaded": read("nvidia-smi-after.csv"),
             "during_timings": during_timings(read("nvidia-smi-during.csv")),
-            "clock_event_reasons": read("nvidia-smi-reasons.csv"), "bundle": manifest}
+            "clock_event_reasons": read("nvidia-smi-reasons.csv"), "bundle": manifest,
+            "sources": {"method": manifest.get("sources", ""), "kernels": kernels}
+            if kernels else {}}
 
 
 def smi_fields(text):
@@ -849,6 +858,70 @@ def load_run(d, allow_rehearsal=False):
     return run
 
 
+# A kernel whose source has changed since the run that measured it (kernel_sources.py).
+CHANGED_MARK = "\u2020"
+
+
+def changed_kernels(run):
+    """The labels of a run's kernels whose source (kernel_sources.py: the .cu file and the
+    repository headers it includes) differs today from what the run measured; None where the run
+    recorded no hashes."""
+    recorded = run.get("provenance", {}).get("sources", {}).get("kernels")
+    if not recorded:
+        return None
+    today = kernel_sources.hashes(list(recorded))
+    return {label for label, h in recorded.items() if h is None or today[label] != h}
+
+
+def changed_how(run):
+    """How a run's kernels' sources are compared: the parenthesis of changed_note()."""
+    sources = run.get("provenance", {}).get("sources", {})
+    return (f"the kernel's .cu file or a repository header it includes differs from commit "
+            f"{run.get('commit', '?')}'s: `scripts/kernel_sources.py`"
+            + ("; the run's hashes were computed afterwards from that commit's tree, run.json "
+               "says by which command" if sources.get("added_afterwards") else ""))
+
+
+NO_SOURCES = ("This run recorded no hash of its kernels' sources: whether a kernel has changed "
+              "since it was measured is not known.")
+
+
+def changed_note(run, changed, shown):
+    """The sentence under a table of the run's kernels that says what the marks mean ("" where no
+    row in `shown` is marked and the run recorded its sources)."""
+    if changed is None:
+        return NO_SOURCES
+    if not changed & set(shown):
+        return ""
+    return (f"{CHANGED_MARK} kernel changed since the run: its figure measured an older version "
+            f"({changed_how(run)}).")
+
+
+def coverage(d, run):
+    """One sentence: how many kernels the run checked, sanitised, timed and set beside Nsight
+    Compute, from its files."""
+    checked = list(dict.fromkeys(r["kernel"] for r in read_csv(os.path.join(d, "check.csv"))))
+    sanitized = {t: v.get("reached", 0) for t, v in run.get("sanitize", {}).items()
+                 if isinstance(v, dict)}
+    counted = list(dict.fromkeys(r["kernel"] for r in read_csv(os.path.join(d, "counters.csv"))
+                                 if r["shape"] == NCU_SHAPE and r["ncu"]))
+    timed = {r["step"] + (f" {r['config']}" if r["config"] else "")
+             for r in read_csv(os.path.join(d, "timings.csv"))
+             if not r["step"].startswith(REFERENCE_PREFIXES)}
+    backward = sorted({r["step"] for r in read_csv(os.path.join(d, "timings.csv"))
+                       if bench.is_backward(r) and not r["step"].startswith(SDPA_PREFIX)})
+    tools = (f"{min(sanitized.values())} of them under each of compute-sanitizer's "
+             f"{len(sanitized)} tools" if sanitized and len(set(sanitized.values())) == 1
+             else "under compute-sanitizer: " + ", ".join(f"{t} {n}" for t, n in
+                                                        sanitized.items()) if sanitized
+             else "none under compute-sanitizer")
+    return (f"The run's kernels: {len(checked)} checked for correctness, {tools}, "
+            f"{len(counted)} beside Nsight Compute, {len(timed)} timed (each tile configuration "
+            f"counted as one); the backward pass: {len(backward) or 'none'} timed "
+            "(`scripts/gpu_report.py readme`, from the run's check.csv, run.json, counters.csv and "
+            "timings.csv).")
+
+
 def readme(path, dirs, allow_rehearsal):
     markers.check(path, "gpu-results")
     runs = [(d, load_run(d, allow_rehearsal)) for d in dirs]
@@ -864,10 +937,22 @@ def readme(path, dirs, allow_rehearsal):
         parts = []
         for d, run in runs:
             rel = os.path.relpath(d, os.path.dirname(os.path.abspath(path)))
+            changed = changed_kernels(run)
+            recorded = list(run.get("provenance", {}).get("sources", {}).get("kernels", {}))
+            stale = (NO_SOURCES if changed is None else
+                     f"None of its {len(recorded)} kernels has changed since the run "
+                     f"({changed_how(run)})." if not changed else
+                     f"Kernels changed since the run, whose figures measured an "
+                     f"older version ({changed_how(run)}): "
+                     + (f"all {len(recorded)} of its kernels: " if len(changed) == len(recorded)
+                        else f"{len(changed)} of its {len(recorded)}: ")
+                     + ", ".join(k for k in recorded if k in changed) + ".")
             parts.append(f"![{run['title']}]({rel}/chart.png)\n\n{run['title']}; "
                          f"{run['date']}. Correctness: {run['check'].get('pass', 0)} runs "
                          f"passed, {run['check'].get('fail', 0)} failed. Every table: "
-                         f"[{rel}/README.md]({rel}/README.md).")
+                         f"[{rel}/README.md]({rel}/README.md).\n\n" + coverage(d, run)
+                         + " " + agreement(read_csv(os.path.join(d, "counters.csv")))
+                         + "\n\n" + stale)
         parts.append("The CPU backend's counted chart, and its table under [Results](#results):"
                      f"\n\n![The counted progression on the CPU backend: counts and a model, not "
                      f"GPU performance]({COUNTED_CHART})")
@@ -903,31 +988,37 @@ def microseconds(r):
                                                             else "")
 
 
-def chapter_table(step, run, rows):
-    """The chapter's kernels at the ladder's shapes, TFLOPS and time, beside SDPA and cuBLAS."""
+def chapter_table(step, run, rows, changed=None):
+    """The chapter's kernels at the ladder's shapes, TFLOPS and time, beside SDPA and cuBLAS; a
+    kernel whose source changed since the run (`changed`, changed_kernels()) marked."""
     ladder = [r for r in rows if is_ladder(r) and not bench.is_backward(r)]
     shapes_seen = list(dict.fromkeys(shape_of(r) for r in ladder))
     by = {}
-    for r in ladder:  # a tuned step runs several tile configurations: the table shows the fastest
-        key = (shape_of(r), r["step"])
-        if key not in by or float(r["time_ms"]) < float(by[key]["time_ms"]):
-            by[key] = r
+    for r in ladder:  # a tuned step's own run (its tuned table's configuration) comes first; the
+        by.setdefault((shape_of(r), r["step"]), r)  # other configurations' rows after it
     kernels = chapter_rows(step) + [(k, k) for k in REFERENCES]
-    out = []
+    out, shown = [], []
     for label, name in kernels:
         cells = []
         for sh in shapes_seen:
             r = by.get((sh, name))
             cells += [microseconds(r), f"{float(r['tflops']):.1f}"] if r else ["-", "-"]
         if any(c != "-" for c in cells):
-            out.append([label] + cells)
+            mark = changed is not None and name in changed
+            out.append([label + (f" {CHANGED_MARK}" if mark else "")] + cells)
+            shown.append(name)
+    note = changed_note(run, changed, shown)
     head = ["kernel"] + [f"{h}, {sh}" for sh in shapes_seen for h in ("us", "TFLOPS")]
     return (f"Generated by `scripts/gpu_report.py chapters` from a GPU run "
             f"([docs/results/{run['dir']}](../docs/results/{run['dir']}/README.md)): "
             f"{run['title']}; {run['date']}. Measured with CUDA events (the median of 20 runs "
             "after 2 warm-up ones), SDPA's backends and cuBLAS in the same run; -: not run at "
-            "that shape (a run predicted over 40 ms); do not edit by hand.\n\n"
-            + table(head, out))
+            "that shape (a run predicted over 40 ms)"
+            + ("; a tuned step's row is its own run, the configuration its tuned table gives (in "
+               "brackets), not the fastest of those timed" if any(
+                   by.get((sh, n), {}).get("config") for sh in shapes_seen for n in shown) else "")
+            + "; do not edit by hand.\n\n"
+            + table(head, out) + (f"\n\n{note}" if note else ""))
 
 
 def chapters(results, check):
@@ -936,12 +1027,13 @@ def chapters(results, check):
     run["dir"] = os.path.basename(os.path.normpath(results))
     rows = read_csv(os.path.join(results, "timings.csv"))
     root = os.path.dirname(HERE)
+    changed = changed_kernels(run)
     stale = []
     for step in _script("counters_table").CHAPTERS:
         path = os.path.join(root, step, "README.md")
         with open(path) as f:
             text = f.read()
-        new = markers.replaced(text, "gpu", chapter_table(step, run, rows), path)
+        new = markers.replaced(text, "gpu", chapter_table(step, run, rows, changed), path)
         if new != text and check:
             stale.append(os.path.relpath(path, root))
         elif new != text:

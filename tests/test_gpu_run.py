@@ -105,6 +105,12 @@ class GpuRun(unittest.TestCase):
         self.assertTrue(all(r["status"] == "pass" and r["backend"] == "cpu" for r in rows))
         report = json.loads((out / "run.json").read_text())
         self.assertTrue(report["rehearsal"])
+        # The bundle's MANIFEST records which source each kernel's figures measure (a hash of its
+        # .cu file and the headers it includes), which run.json carries: this tree's, as packed
+        sources = report["provenance"]["sources"]
+        self.assertEqual(set(sources["kernels"]), labels)
+        self.assertEqual(sources["kernels"], gpu_report.kernel_sources.hashes(sorted(labels)))
+        self.assertNotIn("  ", "".join(report["provenance"]["bundle"]))  # no indented line
         # Stage e: the package's CUDA-array tests (their refusals; the rest skip without a GPU)
         # with the build's own package and Python, where the build has the package.
         package = (BUNDLE / "python" / "flashsteps").is_dir()
@@ -373,6 +379,104 @@ class GpuRun(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("step4_tensorcore/README.md", r.stderr)
         self.assert_refused(run(*tool, self.tmp / "nothing"), "not a GPU run's results")
+        # The marks are computed: a kernel whose source is today's as the run recorded it loses
+        # its mark, one whose recorded hash differs from today's gets one, and the chapters' tables
+        # as committed are then out of date.
+        run_json = json.loads((results / "run.json").read_text())
+        recorded = run_json["provenance"]["sources"]["kernels"]
+        today = gpu_report.kernel_sources.hashes(list(recorded))
+        changed = gpu_report.changed_kernels(run_json)
+        self.assertEqual(changed, {k for k in recorded if recorded[k] != today[k]})
+        for kernel, step in (("step4_tensorcore[pv]", "step4_tensorcore"),
+                             ("step2_tiled[tiles]", "step2_tiled")):
+            shutil.rmtree(other)
+            shutil.copytree(results, other)
+            flipped = dict(run_json)
+            flipped["provenance"] = dict(run_json["provenance"], sources=dict(
+                run_json["provenance"]["sources"], kernels=dict(
+                    recorded, **{kernel: "0" * 16 if kernel not in changed else today[kernel]})))
+            (other / "run.json").write_text(json.dumps(flipped))
+            r = run(*tool, other, "--check")
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn(f"{step}/README.md", r.stderr)
+            table = gpu_report.chapter_table(step, dict(flipped, dir="h200"),
+                                             gpu_report.read_csv(other / "timings.csv"),
+                                             gpu_report.changed_kernels(flipped))
+            row = next(line for line in table.splitlines()
+                       if line.startswith(f"| {kernel.split('[')[0][4]}.") and
+                       kernel.split("[")[1][:-1] in line.split("|")[1])
+            self.assertEqual(gpu_report.CHANGED_MARK in row, kernel not in changed, row)
+        # A run that recorded no sources says so, and marks nothing
+        del flipped["provenance"]["sources"]
+        self.assertIsNone(gpu_report.changed_kernels(flipped))
+        table = gpu_report.chapter_table("step4_tensorcore", dict(flipped, dir="h200"),
+                                         gpu_report.read_csv(other / "timings.csv"), None)
+        self.assertNotIn(gpu_report.CHANGED_MARK, table)
+        self.assertIn("recorded no hash of its kernels' sources", table)
+        # The README's block lists the changed kernels and the counts beside ncu, from the files
+        readme = self.tmp / "README.md"
+        readme.write_text("# x\n<!-- gpu-results:begin -->\nold\n<!-- gpu-results:end -->\n")
+        r = run(sys.executable, ROOT / "scripts" / "gpu_report.py", "readme", readme, results)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        text = readme.read_text()
+        self.assertIn("Of the 161 figures Nsight Compute and the CPU backend both counted", text)
+        if changed:
+            self.assertIn("Kernels changed since the run, whose figures measured an older version",
+                          text)
+            self.assertIn(sorted(changed)[0], text.split("older version")[1])
+
+    def test_kernel_sources_follow_what_nvcc_includes(self):
+        # A kernel's hash covers its .cu file and the repository headers nvcc's compile of it
+        # includes, transitively; not those only the CPU backend's compile includes.
+        tree = {
+            "scripts/ladders.py": (ROOT / "scripts" / "ladders.py").read_text(),
+            "step4_tensorcore/rung2_pv.cu": '#include "common/kernel.h"\n#include <vector>\n',
+            "step4_tensorcore/attention.cu": '#include "step4_tensorcore/configs.h"\n',
+            "step4_tensorcore/configs.h": "// configs\n",
+            "common/kernel.h": ('#include "common/launch.h"\n#if defined(__CUDACC__)\n'
+                                '#include "common/gpu_only.h"\n#else\n'
+                                '#include "common/simt/simt.h"\n#endif\n#ifndef __CUDACC__\n'
+                                '#include "common/cpu_only.h"\n#endif\n'),
+            "common/launch.h": '#include "where.h"\n',  # beside the file that includes it
+            "common/where.h": "// where\n",
+            "common/gpu_only.h": "// gpu\n",
+            "common/simt/simt.h": "// cpu\n",
+            "common/cpu_only.h": "// cpu\n",
+        }
+        ks = gpu_report.kernel_sources
+        ladders = ks.ladders_of(tree.get)
+        self.assertEqual(ks.kernel_files("step4_tensorcore[pv]", tree.get, ladders),
+                         ["common/gpu_only.h", "common/kernel.h", "common/launch.h",
+                          "common/where.h", "step4_tensorcore/rung2_pv.cu"])
+        # the step's own kernel and a tile configuration of it: the step's attention.cu
+        for label in ("step4_tensorcore", "step4_tensorcore br128_bc64_w8_s2"):
+            self.assertEqual(ks.kernel_files(label, tree.get, ladders),
+                             ["step4_tensorcore/attention.cu", "step4_tensorcore/configs.h"])
+        self.assertEqual(ks.kernel_file("step5_warpspecialized[sm90a]", ladders),
+                         "step5_warpspecialized/attention_sm90a.cu")
+        self.assertEqual(ks.kernel_file("step5_warpspecialized[sm80]", ladders),
+                         "step5_warpspecialized/attention.cu")
+        before = ks.kernel_hash("step4_tensorcore[pv]", tree.get, ladders)
+        for path, changes in (("common/simt/simt.h", False), ("common/cpu_only.h", False),
+                              ("common/where.h", True), ("common/gpu_only.h", True),
+                              ("step4_tensorcore/rung2_pv.cu", True)):
+            edited = dict(tree, **{path: tree[path] + "// edited\n"})
+            self.assertEqual(ks.kernel_hash("step4_tensorcore[pv]", edited.get, ladders) != before,
+                             changes, path)
+        self.assertIsNone(ks.kernel_hash("step4_tensorcore[gone]", tree.get, ladders))
+        # The MANIFEST's block reads back as written
+        block = ("sources: how\n  0123456789abcdef step4_tensorcore br128_bc64_w8_s2\n"
+                 "  none x\nfiles:\n  ./a 1\n")
+        self.assertEqual(ks.parse_manifest(block),
+                         {"step4_tensorcore br128_bc64_w8_s2": "0123456789abcdef", "x": None})
+        # Bad input: one line, exit 2
+        script = ROOT / "scripts" / "kernel_sources.py"
+        self.assert_refused(run(sys.executable, script, "--add-to", self.tmp),
+                            "not a GPU run's results")
+        self.assert_refused(run(sys.executable, script, "--bogus"), "usage")
+        r = subprocess.run([sys.executable, str(script), "--manifest"], input="",
+                           capture_output=True, text=True)
+        self.assert_refused(r, "no kernel labels")
 
     def test_the_summary_draws_the_timings(self):
         # Rows in timings.csv's columns, from attn_suite on the CPU backend at a small shape and
