@@ -4,7 +4,8 @@
     scripts/chart.py results/results.csv [more.csv ...] [--out results/chart]
                      [--gpu-spec A100|H100|H200|L4|RTX4090] [--readme README.md]
 
-Writes OUT.png and OUT.svg. From a GPU's rows, two panels:
+Writes OUT.png and OUT.svg (--no-svg: OUT.png alone, for a chart committed under docs/results/).
+From a GPU's rows, two panels:
   1. measured: TFLOPS of every step for each shape (log scale), speed-up over step1_naive on each
      bar, baselines (cuBLAS, PyTorch SDPA) as reference lines, and the GPU's datasheet peak as a
      ceiling when the device is one of the specs below.
@@ -207,13 +208,18 @@ def baseline_lines(ax, by, baselines, shapes):
                                                    if by.get((base, kk))) else None)
 
 
+# What save() writes: the PNG, and the SVG unless --no-svg (a chart committed under docs/results/
+# is its PNG alone: the SVG, thousands of generated lines, is for results/, which git ignores).
+FORMATS = [".png", ".svg"]
+
+
 def save(fig, out):
-    """Writes OUT.png and OUT.svg; returns their paths."""
+    """Writes OUT.png and OUT.svg (FORMATS); returns their paths."""
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
-    fig.savefig(out + ".png", dpi=110)
-    fig.savefig(out + ".svg")
-    return [out + ".png", out + ".svg"]
+    for ext in FORMATS:
+        fig.savefig(out + ext, **({"dpi": 110} if ext == ".png" else {}))
+    return [out + ext for ext in FORMATS]
 
 
 def plot_counted(rows, out, backward=False):
@@ -484,7 +490,11 @@ def main():
                     help="GPU for the roofline model (default: the CSV's GPU, else H100)")
     ap.add_argument("--readme", help="rewrite the results table between the markers of this file")
     ap.add_argument("--no-plot", action="store_true", help="only rewrite the README table")
+    ap.add_argument("--no-svg", action="store_true",
+                    help="write OUT.png alone (for a chart committed under docs/results/)")
     args = ap.parse_args()
+    if args.no_svg:
+        FORMATS[:] = [".png"]
     try:
         rows = load(args.csv)
         groups = by_machine(rows)

@@ -22,7 +22,8 @@
 #   scripts/              gpu_run.sh, the scripts it runs and every script they import
 #                         (scripts/bundled_scripts.py finds them)
 #   MANIFEST              commit, architecture, toolkit, the newest glibc symbol needed, the Python
-#                         the package is built for, every file
+#                         the package is built for, a hash of each kernel's source (sources:,
+#                         scripts/kernel_sources.py), every file
 # It prints its size, packed and with the working tree beside it, and exits 1 where the two would
 # be over the 64 MiB a GPU call carries. Exit status 2, with one line, for an architecture this toolkit
 # lacks, a PY that is not a Python, an OUTDIR that is neither new, empty nor a bundle, or one that
@@ -38,7 +39,7 @@ while (($#)); do
     --arch) arch=${2:-}; shift 2 || fail "$usage" ;;
     --python) python=${2:-}; shift 2 || fail "$usage" ;;
     --from-build) from=${2:-}; shift 2 || fail "$usage" ;;
-    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) fail "unknown option $1 ($usage)" ;;
     *) [[ -z $out ]] || fail "one OUTDIR only ($usage)"; out=$1; shift ;;
   esac
@@ -164,6 +165,10 @@ toolkit=$("$build/bin/attn_suite" build | sed -n 's/^toolkit: //p')
   echo "needs: $glibc or newer; the CUDA driver; cuBLAS (libcublas.so.${toolkit%%.*}) for the baseline"
   echo "carried libraries: ${carried[*]:-none}"
   echo "python: ${python_abi:-none (no Python package)}"
+  # Which source each kernel's figures will measure: a hash of its .cu file and the repository's
+  # headers it includes, per kernel label (gpu_report.py compares it with today's).
+  "$out/bin/attn_suite" list --kernels steps,rungs,configs | python3 scripts/kernel_sources.py --manifest ||
+    fail "scripts/kernel_sources.py could not hash the kernels' sources"
   echo "files:"
   (cd "$out" && find . -type f ! -name MANIFEST -printf '  %P %s\n' | sort)
 } >"$out/MANIFEST"

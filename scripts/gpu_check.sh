@@ -13,7 +13,7 @@
 #      written to step4_tensorcore/tuned_configs.csv, the sweep to docs/results/autotune_sm_XY.csv
 #      and .png (commit all three);
 #   5. runs the bench on the seeds and fa grids (scripts/bench.py) and draws the chart, writing
-#      docs/results/<gpu>.csv and docs/results/<gpu>.png / .svg (commit them: docs/benchmarking.md).
+#      docs/results/<gpu>.csv and docs/results/<gpu>.png (commit them: docs/benchmarking.md).
 # Every stage runs even if an earlier one failed; the exit status is 1 if any failed.
 # Without a GPU it says so in one line and exits 2.
 set -uo pipefail
@@ -64,7 +64,7 @@ for grid in seeds fa; do
   stage "bench, $grid grid" .venv/bin/python scripts/bench.py --build build-gpu --backend gpu \
     --grid "$grid" --out "$csv"
 done
-stage "chart" .venv/bin/python scripts/chart.py "$csv" --out "docs/results/$slug"
+stage "chart" .venv/bin/python scripts/chart.py "$csv" --out "docs/results/$slug" --no-svg
 
 echo "gpu_check: $([[ $status == 0 ]] && echo passed || echo FAILED); $csv and its chart written"
 exit $status

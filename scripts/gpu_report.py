@@ -7,6 +7,11 @@ Nsight Compute stage and its table beside the CPU backend's counts, and the repo
     gpu_report.py summary BUNDLE OUTDIR WORKDIR [--no-chart]   README.md, run.json, chart.png
     gpu_report.py readme README.md [RESULTS_DIR ...]     the README's GPU results block
     gpu_report.py chapters RESULTS_DIR [--check]         each chapter's GPU table (<!-- gpu -->)
+    gpu_report.py chart RESULTS_DIR                      its chart.png drawn again from its
+                                                         timings.csv, titled as its run.json
+
+The README's block and the chapters' tables mark each kernel whose source has changed since the
+run measured it (scripts/kernel_sources.py: the hashes the run's bundle recorded, beside today's).
 
 It runs with the GPU machine's own Python: the standard library, and matplotlib for the chart
 where it is installed (the chart is left out, with a note, where it is not).
@@ -26,6 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402  (the FlashAttention grid and the FLOP count)
+import kernel_sources  # noqa: E402  (which source each figure measured)
 import markers  # noqa: E402
 
 
@@ -46,10 +52,25 @@ LADDER_SHAPES = ["--batch 1 --heads 8 --seq 512 --dim 64 --dtype fp16",
 # CPU backend (gpu_bundle.sh): two query tiles of 64 rows per head.
 NCU_SHAPE = "--batch 1 --heads 2 --seq 128 --dim 64 --dtype fp16"
 
-# What the CPU backend counts and the Nsight Compute metrics that measure the same (profile.py).
+# What the CPU backend counts and the Nsight Compute metrics that measure the same (profile.py),
+# and what ncu measures beside them that the backend cannot count (ptxas's HFMA2.MMA).
 COUNTERS = _script("profile").COUNTED
+NCU_ONLY = _script("profile").NCU_ONLY
 # A kernel's time alone, as ncu measures it (one run, caches flushed, clocks as found).
 DURATION = "gpu__time_duration.sum"
+# Why step 5's sm90a kernel falls short of SDPA at short sequences: its warps' stall reasons and
+# its issue rate at the grid's shortest causal shape, B=32 H=32 S=512 D=64 (ncu's per-reason
+# counters of warps stalled, summed over the kernel's cycles; "selected" is a warp issuing).
+STALL_KERNELS = ["step5_warpspecialized[sm90a]"]
+STALL_SHAPE = "--batch 32 --heads 32 --seq 512 --dim 64 --dtype fp16 --causal"
+STALL_REASONS = ["barrier", "branch_resolving", "dispatch_stall", "drain", "gmma", "imc_miss",
+                 "lg_throttle", "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle",
+                 "misc", "no_instruction", "not_selected", "selected", "short_scoreboard",
+                 "sleeping", "tex_throttle", "wait"]
+STALLS = ([(f"stall_{r}", [f"smsp__warps_issue_stalled_{r}.sum"]) for r in STALL_REASONS]
+          + [("issue_active", ["smsp__issue_active.sum"]),
+             ("cycles_active", ["smsp__cycles_active.sum"]),
+             ("inst_executed", ["smsp__inst_executed.sum"])])
 SANITIZERS = ["memcheck", "racecheck", "synccheck", "initcheck"]
 # The README's picture until a GPU has run the kernels (scripts/chart.py draws it).
 COUNTED_CHART = "docs/results/cpu-simt-smoke.png"
@@ -152,13 +173,18 @@ def run_ncu(suite, step, flags, shape, metrics, timeout, workdir):
 
 def ncu_jobs(suite):
     """What the stage profiles, in order: each step's own kernel at NCU_SHAPE (the metrics COUNTERS
-    names, and its duration), then at seed 004's shape (its duration alone), then every rung at
-    NCU_SHAPE: the budget reaches the steps first."""
-    metrics = [m for _, ms in COUNTERS for m in ms] + [DURATION]
+    and NCU_ONLY name, and its duration), then at seed 004's shape (its duration alone), then step
+    5's sm90a kernel at STALL_SHAPE (its warps' stall reasons and issue rate), then every rung at
+    NCU_SHAPE: the budget reaches the steps first. Each job: (label, step, flags, shape, what it
+    records: [(counter, [metrics])])."""
+    counted = COUNTERS + NCU_ONLY + [("gpu_time_ns", [DURATION])]
+    timed = [("gpu_time_ns", [DURATION])]
     steps, rungs = suite_kernels(suite, "steps"), suite_kernels(suite, "rungs")
-    return ([(label, step, flags, NCU_SHAPE, metrics) for label, step, flags in steps]
-            + [(label, step, flags, LADDER_SHAPES[0], [DURATION]) for label, step, flags in steps]
-            + [(label, step, flags, NCU_SHAPE, metrics) for label, step, flags in rungs])
+    return ([(label, step, flags, NCU_SHAPE, counted) for label, step, flags in steps]
+            + [(label, step, flags, LADDER_SHAPES[0], timed) for label, step, flags in steps]
+            + [(label, step, flags, STALL_SHAPE, STALLS + timed) for label, step, flags in steps
+               if label in STALL_KERNELS]
+            + [(label, step, flags, NCU_SHAPE, counted) for label, step, flags in rungs])
 
 
 def ncu_stage(suite, bundle, out_csv, budget, rehearse):
@@ -166,8 +192,9 @@ def ncu_stage(suite, bundle, out_csv, budget, rehearse):
     cpu = {r["step"]: r for r in read_csv(os.path.join(bundle, "share", "cpu_counts.csv"))}
     workdir = tempfile.mkdtemp(prefix="gpu_report_ncu_")  # ncu's log: not one of OUTDIR's files
     rows, dropped, reached, left = [], set(), 0, []
-    for label, step, flags, shape, metrics in ncu_jobs(suite):
-        metrics = [m for m in metrics if m not in dropped]
+    cpu_counted = {name for name, _ in COUNTERS}
+    for label, step, flags, shape, records in ncu_jobs(suite):
+        metrics = [m for _, ms in records for m in ms if m not in dropped]
         ncu, why = None, "skipped: no GPU (rehearsal)" if rehearse else ""
         remaining = budget - (time.monotonic() - start)
         if not rehearse and remaining < 2:
@@ -186,18 +213,18 @@ def ncu_stage(suite, bundle, out_csv, budget, rehearse):
             print(f"ncu: {label} at {shape}: " +
                   (f"{int(ncu['launches'])} launches" if ncu else why), flush=True)
         counted = cpu.get(label) if shape == NCU_SHAPE else None
-        for name, ms in COUNTERS + [("gpu_time_ns", [DURATION])]:
-            if shape != NCU_SHAPE and name != "gpu_time_ns":
-                continue
+        for name, ms in records:
             have = ncu is not None and all(m in ncu for m in ms)
             note = why if ncu is None else "" if have else "this ncu has no such metric"
             if name == "gpu_time_ns":
                 note = note or "the kernels' time alone, one run, caches flushed (not counted)"
+            elif name not in cpu_counted:
+                note = note or "ncu's alone: the CPU backend does not count it"
             elif not counted:
                 note = note or "no CPU count (the bundle's build had no counted copies)"
             rows.append({"kernel": label, "shape": shape, "counter": name,
                          "ncu_metrics": "+".join(ms),
-                         "cpu": counted.get(name, "") if counted and name != "gpu_time_ns" else "",
+                         "cpu": counted.get(name, "") if counted and name in cpu_counted else "",
                          "ncu": f"{sum(ncu[m] for m in ms):.0f}" if have else "", "note": note})
     shutil.rmtree(workdir, ignore_errors=True)
     with open(out_csv, "w", newline="") as f:
@@ -289,9 +316,14 @@ def shape_of(r):
             + (" causal" if r["causal"] == "1" else ""))
 
 
-def is_ladder(r):
+def ladder_shape(r):
+    """A timings row's shape as LADDER_SHAPES writes it."""
     return (f"--batch {r['batch']} --heads {r['heads']} --seq {r['seqlen_q']} --dim {r['dim']} "
-            f"--dtype {r['dtype']}" in LADDER_SHAPES and r["causal"] == "0")
+            f"--dtype {r['dtype']}")
+
+
+def is_ladder(r):
+    return ladder_shape(r) in LADDER_SHAPES and r["causal"] == "0"
 
 
 def timing_section(rows, peaks):
@@ -367,16 +399,34 @@ def backward_section(rows, mm):
     return "\n\n".join(out)
 
 
-# How Nsight Compute counts what the CPU backend counts apart, each rule read off a GPU run's
-# counters (docs/results/, where ncu's own figure equals the sum exactly): the CPU figure it is set
-# beside is the sum of these counters, each times its factor, and the note says why.
+# How Nsight Compute counts what the CPU backend counts apart, each rule read off the H200 run's
+# counters (docs/results/h200, where ncu's own figure equals the sum exactly). Its l1tex__ metrics
+# of global and shared loads count cp.async (LDGSTS) and ldmatrix (LDSM) among them, and its hmma
+# metric counts ptxas's HFMA2.MMA (register moves on the tensor pipe) and the warps' HGMMA.
+#
+# Where ncu measured such a part apart (profile.py's sm__sass_ metrics and NCU_ONLY): ncu's figure
+# less that part is set beside the CPU's own count. counter -> (the part's counter, the note).
+NCU_APART = {
+    "gld_requests": ("ldgsts_requests", "ncu's global loads include cp.async (LDGSTS), which it "
+                     "measured apart: its figure less those"),
+    "gld_sectors": ("ldgsts_sectors", "ncu's global loads include cp.async (LDGSTS), which it "
+                    "measured apart: its figure less those"),
+    "lds_wavefronts": ("ldsm_wavefronts", "ncu's shared loads include ldmatrix (LDSM), which it "
+                       "measured apart: its figure less those"),
+    "lds_conflicts": ("ldsm_conflicts", "ncu's shared loads include ldmatrix (LDSM), which it "
+                      "measured apart: its figure less those"),
+    "mma": ("hfma2_mma", "ncu's HMMA count includes ptxas's HFMA2.MMA, which it measured apart: "
+            "its figure less those"),
+}
+# The CPU's side: the sum of these counters, each times its factor, is set beside one ncu metric.
+# A rule that names a part (the third field) is the older one, for a run whose ncu did not measure
+# that part apart (docs/results/h200's: the metric names profile.py asked for did not exist), and
+# its note says so; the others always apply. counter -> (terms, the part or None, why).
 AS_NCU_COUNTS = {
-    # An ncu without the LDGSTS metrics counts cp.async among the global loads.
     "gld_requests": ([("gld_requests", 1), ("ldgsts_requests", 1)], "ldgsts_requests",
                      "ncu counts cp.async (LDGSTS) among global loads"),
     "gld_sectors": ([("gld_sectors", 1), ("ldgsts_sectors", 1)], "ldgsts_sectors",
                     "ncu counts cp.async (LDGSTS) among global loads"),
-    # An ncu without the LDSM metrics counts ldmatrix among the shared loads.
     "lds_wavefronts": ([("lds_wavefronts", 1), ("ldsm_wavefronts", 1)], "ldsm_wavefronts",
                        "ncu counts ldmatrix (LDSM) among shared loads"),
     "lds_conflicts": ([("lds_conflicts", 1), ("ldsm_conflicts", 1)], "ldsm_conflicts",
@@ -386,51 +436,136 @@ AS_NCU_COUNTS = {
     # The tensor pipe's HMMA metric counts those warps' HGMMA too.
     "mma": ([("mma", 1), ("wgmma", 4)], None, "ncu's HMMA count includes HGMMA"),
 }
+OLDER = "the older rule: this run's ncu did not measure {} apart"
 
 
-def as_ncu_counts(rows):
-    """counters.csv's rows of one kernel, with the CPU figure each ncu metric measures: [counter,
-    cpu, cpu as ncu counts it (a string showing the sum), ncu, note]."""
+def compare_counts(rows):
+    """counters.csv's rows of one kernel at NCU_SHAPE, each ncu figure beside the CPU figure it
+    measures: dicts with the counter, the two figures compared ("cpu", "ncu": numbers or None), how
+    each is made ("cpu_shown", "ncu_shown"), "rule" (whether a rule changed either side), "note"."""
     by = {r["counter"]: r for r in rows}
+
+    def measured(counter):
+        return counter in by and by[counter]["ncu"] != ""
     out = []
     for r in rows:
         name, cpu, ncu, note = r["counter"], r["cpu"], r["ncu"], r["note"] or ""
         if name == "gpu_time_ns" or (cpu in ("", "0") and ncu in ("", "0")):
             continue
-        shown, compared = cpu or "-", float(cpu) if cpu else None
-        into = [k for k, (ps, m, _) in AS_NCU_COUNTS.items() if m == name and k in by]
+        c = {"counter": name, "cpu": float(cpu) if cpu else None, "cpu_shown": cpu or "-",
+             "ncu": float(ncu) if ncu else None, "ncu_shown": ncu or "-", "rule": False}
+        notes = [note] if note else []
+        if name in {n for n, _ in NCU_ONLY} and ncu:
+            notes = ["ncu's alone: ptxas's code, which the CPU backend (running the source) "
+                     "does not have"]
+        into = [k for k, (_, m, _) in AS_NCU_COUNTS.items() if m == name and k in by]
         if into and not ncu and note == "this ncu has no such metric":
-            note = f"this ncu has no such metric: it counts these in {into[0]}"
-        # The rule applies where ncu measured this and lacks the metric the rule is about, and
-        # changes the figure where it adds a term or a factor to the counter alone.
-        parts, lacking, why = AS_NCU_COUNTS.get(name, ([], None, ""))
-        terms = [(c, f, by[c]["cpu"]) for c, f in parts
-                 if c in by and by[c]["cpu"] not in ("", "0")]
+            notes = [f"this ncu has no such metric: it counts these in {into[0]}"]
+        # ncu's side: less the part it measured apart
+        part, why_apart = NCU_APART.get(name, (None, ""))
+        if ncu and part and measured(part):
+            c["ncu"] = float(ncu) - float(by[part]["ncu"])
+            c["ncu_shown"] = f"{c['ncu']:.0f} ({name} {ncu} - {part} {by[part]['ncu']})"
+            c["rule"] = True
+            notes.append(why_apart)
+        # the CPU's side: a sum where ncu counts what the CPU counts apart
+        terms_of, lacking, why = AS_NCU_COUNTS.get(name, ([], None, ""))
+        terms = [(t, f, by[t]["cpu"]) for t, f in terms_of
+                 if t in by and by[t]["cpu"] not in ("", "0")]
         if (ncu and terms and terms != [(name, 1, cpu)]
-                and (lacking is None or (lacking in by and not by[lacking]["ncu"]))):
-            compared = sum(f * float(v) for _, f, v in terms)
-            shown = f"{compared:.0f} (" + " + ".join(f"{c} {v}" + (f" x {f}" if f != 1 else "")
-                                                      for c, f, v in terms) + ")"
-            note = "; ".join(x for x in (note, why) if x)
-        if ncu and compared is not None and float(ncu) != compared:
-            if name == "mma" and float(ncu) > compared:
-                note = "; ".join(x for x in (note, "ptxas's HFMA2.MMA (register moves it runs on "
-                                             "the tensor pipe) are in ncu's count") if x)
-            elif name == "lds_wavefronts" and float(ncu) < compared:
-                why_less = ("nvcc merged the source's adjacent loads into wider ones (LDS.64); "
-                            "the CPU counts the source's")
-                note = "; ".join(x for x in (note, why_less) if x)
-            elif name == "lds_conflicts" and float(ncu) > compared and \
-                    float(ncu) < 1e-3 * float(by.get("lds_wavefronts", {}).get("ncu") or "inf"):
-                why_more = ("a handful beside the wavefronts, another handful in the next run: "
-                            "the L1's arbitration with other traffic, not the access pattern")
-                note = "; ".join(x for x in (note, why_more) if x)
-            elif name == "dram_bytes_min" and float(ncu) < compared:
-                note = "; ".join(x for x in (note, "writes still in L2 when the kernel ended are "
-                                             "not yet DRAM bytes") if x)
-        ratio = f"{float(ncu) / compared:.2f}" if ncu and compared else "-"
-        out.append([name, shown, ncu or "-", ratio, note])
+                and (lacking is None or not measured(lacking))):
+            c["cpu"] = sum(f * float(v) for _, f, v in terms)
+            c["cpu_shown"] = f"{c['cpu']:.0f} (" + " + ".join(
+                f"{t} {v}" + (f" x {f}" if f != 1 else "") for t, f, v in terms) + ")"
+            c["rule"] = True
+            notes.append(why + ("" if lacking is None else f" ({OLDER.format(lacking)})"))
+        compared, got = c["cpu"], c["ncu"]
+        if got is not None and compared is not None and got != compared:
+            if name == "mma" and got > compared and not measured("hfma2_mma"):
+                notes.append("ptxas's HFMA2.MMA (register moves it runs on the tensor pipe) are "
+                             f"in ncu's count ({OLDER.format('hfma2_mma')})")
+            elif name == "lds_wavefronts" and got < compared:
+                notes.append("nvcc merged the source's adjacent loads into wider ones (LDS.64); "
+                             "the CPU counts the source's")
+            elif name == "lds_conflicts" and got > compared and \
+                    got < 1e-3 * float(by.get("lds_wavefronts", {}).get("ncu") or "inf"):
+                notes.append("a handful beside the wavefronts, another handful in the next run: "
+                             "the L1's arbitration with other traffic, not the access pattern")
+            elif name == "dram_bytes_min" and got < compared:
+                notes.append("writes still in L2 when the kernel ended are not yet DRAM bytes")
+        c["note"] = "; ".join(n for n in notes if n)
+        out.append(c)
     return out
+
+
+def as_ncu_counts(rows):
+    """counters.csv's rows of one kernel, with the CPU figure each ncu metric measures: [counter,
+    cpu as ncu counts it (a string showing the sum), ncu (a string showing a difference), ncu / CPU,
+    note]."""
+    return [[c["counter"], c["cpu_shown"], c["ncu_shown"],
+             f"{c['ncu'] / c['cpu']:.2f}" if c["ncu"] is not None and c["cpu"] else "-",
+             c["note"]] for c in compare_counts(rows)]
+
+
+def agreement(rows):
+    """One sentence: how many of the figures both counted agree, as counted or after a rule, and
+    where the rest differ, from counters.csv's rows (every kernel at NCU_SHAPE)."""
+    compared = []
+    for k in dict.fromkeys(r["kernel"] for r in rows if r["shape"] == NCU_SHAPE):
+        compared += [dict(c, kernel=k) for c in compare_counts(
+            [r for r in rows if r["kernel"] == k and r["shape"] == NCU_SHAPE])
+            if c["cpu"] is not None and c["ncu"] is not None]
+    if not compared:
+        return "Nsight Compute and the CPU backend counted nothing in common in this run."
+    same = [c for c in compared if c["cpu"] == c["ncu"]]
+    ruled = sum(c["rule"] for c in same)
+    rest = {}
+    for c in compared:
+        if c["cpu"] != c["ncu"]:
+            rest.setdefault(c["counter"], []).append(c)
+    parts = []
+    for counter, cs in sorted(rest.items(), key=lambda kv: -len(kv[1])):
+        ratios = [c["ncu"] / c["cpu"] for c in cs if c["cpu"]]
+        zero = sum(1 for c in cs if not c["cpu"])
+        what = [", ".join(c["kernel"] for c in cs) if len(cs) <= 6 else "",
+                f"ncu / CPU {min(ratios):.2f} to {max(ratios):.2f}" if ratios else "",
+                ("the CPU counts none" + (f" in {zero}" if zero < len(cs) else "")) if zero
+                else ""]
+        parts.append(f"{counter} in {len(cs)} kernel{'s' if len(cs) > 1 else ''} ("
+                     + "; ".join(x for x in what if x) + ")")
+    return (f"Of the {len(compared)} figures Nsight Compute and the CPU backend both counted "
+            f"(`{NCU_SHAPE}`), {len(same)} agree exactly: {len(same) - ruled} as counted, {ruled} "
+            "once a rule for how ncu counts is applied (each row's note says which)."
+            + (" The others: " + "; ".join(parts) + "." if parts else ""))
+
+
+def stall_section(rows):
+    """The warp-stall table of the kernels stage d profiled at STALL_SHAPE, or "" where none."""
+    out = []
+    for k in dict.fromkeys(r["kernel"] for r in rows if r["shape"] == STALL_SHAPE):
+        got = {r["counter"]: float(r["ncu"]) for r in rows
+               if r["kernel"] == k and r["shape"] == STALL_SHAPE and r["ncu"]}
+        stalls = sorted(((n[len("stall_"):], v) for n, v in got.items()
+                         if n.startswith("stall_") and v), key=lambda nv: -nv[1])
+        total, inst = sum(v for _, v in stalls), got.get("inst_executed")
+        issue = (f"issuing in {100 * got['issue_active'] / got['cycles_active']:.0f}% of its "
+                 "schedulers' active cycles (`smsp__issue_active` / `smsp__cycles_active`)"
+                 if got.get("cycles_active") and "issue_active" in got else "issue rate not "
+                 "measured")
+        missing = [n[len("stall_"):] for n, _ in STALLS if n.startswith("stall_")
+                   and not any(r["kernel"] == k and r["shape"] == STALL_SHAPE
+                               and r["counter"] == n and r["ncu"] for r in rows)]
+        head = (f"**{k}** at `{STALL_SHAPE}`: {issue}; its warps' states, summed over the "
+                "cycles (`smsp__warps_issue_stalled_<reason>`; selected: issuing)"
+                + (f"; not measured: {', '.join(missing)}" if missing else "") + ".")
+        if not stalls:
+            out.append(head + " No stall was measured.")
+            continue
+        out.append(head + "\n\n" + table(
+            ["reason", "warp-cycles", "per instruction issued", "share"],
+            [[n, f"{v:.0f}", f"{v / inst:.2f}" if inst else "-", f"{100 * v / total:.0f}%"]
+             for n, v in stalls]))
+    return "\n\n".join(out)
 
 
 def counters_section(rows):
@@ -447,55 +582,117 @@ def counters_section(rows):
                 as_ncu_counts([r for r in rows if r["kernel"] == k and r["shape"] == NCU_SHAPE])]
     times = [[r["kernel"], r["shape"], f"{float(r['ncu']) / 1e3:.3g}" if r["ncu"] else "-",
               r["note"] if not r["ncu"] else ""] for r in rows if r["counter"] == "gpu_time_ns"]
+    stalls = stall_section(rows)
     return (f"Shape `{NCU_SHAPE}`; CPU: the counted copy on the CPU backend (--counters), as "
             "Nsight Compute counts it where the two count apart (the sum shown, and why in the "
             "note); ncu: Nsight Compute's metrics named in counters.csv, summed over the run's "
-            "launches. `dram_bytes_min` is a lower bound on what the kernel reads and writes: "
-            "ncu's DRAM bytes may exceed it.\n\n"
+            "launches (less a part it measured apart, shown). `dram_bytes_min` is a lower bound "
+            "on what the kernel reads and writes: ncu's DRAM bytes may exceed it. "
+            + agreement(rows) + "\n\n"
             + table(["kernel", "counter", "CPU", "ncu", "ncu / CPU", "note"], out)
             + "\n\nEach kernel's time alone (`gpu__time_duration`, one run, caches flushed, "
             "clocks as found), beside the timings' back-to-back figures, which include what the "
-            "host's launches cost:\n\n" + table(["kernel", "shape", "us", "note"], times))
+            "host's launches cost:\n\n" + table(["kernel", "shape", "us", "note"], times)
+            + ("\n\n**Warp stalls**\n\n" + stalls if stalls else ""))
+
+
+SDPA_PREFIX, REFERENCE_PREFIXES = "torch_sdpa", ("torch_sdpa", "baseline")
+
+
+def course_order():
+    """[(course label, the name its timings rows carry)] of every kernel of the course, in the
+    course's order (scripts/stepdiff.py --list: step 1, 2.1, 2.2, 2, 3, 4.1 .. 4, 5, 5.1 ..,
+    5:sm90a, 6.1 .. 6), step 0 (the CPU reference) left out."""
+    stepdiff, ladders = _script("stepdiff"), _script("ladders")
+    out = []
+    for label, _, step, which, _ in stepdiff.course():
+        if step == stepdiff.STEPS[0]:
+            continue
+        rungs = [r for r, _ in ladders.LADDERS.get(step, [])]
+        out.append((label, ladders.run_name(step, which) if which in rungs
+                    else f"{step}[{which}]" if which else step))
+    return out
+
+
+def chart_panels(rows):
+    """What chart() draws, in its order: a panel per ladder shape for the forward, then one per
+    shape for the backward where the rows hold it. Each: {"shape", "backward", "bars": [(label,
+    timings name, config, TFLOPS, share of the best SDPA backend or None)] in course order (a
+    kernel the course does not name last, in the rows' order), "lines": [(name, TFLOPS)] (SDPA's
+    backends and cuBLAS), "best": (name, TFLOPS) of the fastest SDPA backend or None}."""
+    order = course_order()
+    rank = {name: i for i, (_, name) in enumerate(order)}
+    course_label = {name: label for label, name in order}
+    ladder = [r for r in rows if is_ladder(r)]
+    place = {shape_of(r): LADDER_SHAPES.index(ladder_shape(r)) for r in ladder}
+    panels = []
+    for backward in (False, True):
+        mine = [r for r in ladder if bench.is_backward(r) == backward]
+        for shape in sorted(dict.fromkeys(shape_of(r) for r in mine), key=place.get):
+            here = [r for r in mine if shape_of(r) == shape]
+            refs = [r for r in here if r["step"].startswith(REFERENCE_PREFIXES)]
+            sdpa = [(r["step"], float(r["tflops"])) for r in refs
+                    if r["step"].startswith(SDPA_PREFIX)]
+            best = max(sdpa, key=lambda nv: nv[1]) if sdpa else None
+            kernels = [(i, r) for i, r in enumerate(here)
+                       if not r["step"].startswith(REFERENCE_PREFIXES)]
+            kernels.sort(key=lambda ir: (rank.get(ir[1]["step"], len(rank)), ir[0]))
+            configs = {}
+            for _, r in kernels:
+                configs.setdefault(r["step"], set()).add(r["config"])
+            bars = []
+            for _, r in kernels:
+                name, tf = r["step"], float(r["tflops"])
+                label = course_label.get(name, name)
+                inner = name[name.index("[") + 1:-1] if "[" in name else ""
+                label += f" {inner}" if inner and inner not in label else ""
+                label += f" {r['config']}" if len(configs[name]) > 1 else ""
+                bars.append((label, name, r["config"], tf, tf / best[1] if best else None))
+            panels.append({"shape": shape, "backward": backward, "bars": bars,
+                           "lines": [(r["step"], float(r["tflops"])) for r in refs],
+                           "best": best})
+    return panels
 
 
 def chart(rows, title, path):
-    """TFLOPS per step and rung at the ladder shapes, SDPA's backends and cuBLAS as lines."""
+    """TFLOPS of every step and rung at the ladder's shapes in course order, each bar labelled with
+    its share of the best SDPA backend there, SDPA's backends and cuBLAS as lines; the backward's
+    panels after the forward's where the rows hold it (chart_panels says what is drawn)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return "no chart: matplotlib is not installed here"
-    ladder = [r for r in rows if is_ladder(r) and not bench.is_backward(r)]  # the forward's ladder
-    if not ladder:
+    panels = [p for p in chart_panels(rows) if p["bars"]]
+    if not panels:
         return "no chart: no timings at the ladder's shapes"
-    shapes_seen = list(dict.fromkeys(shape_of(r) for r in ladder))
-    fig, axes = plt.subplots(len(shapes_seen), 1, figsize=(12, 4.2 * len(shapes_seen)),
-                             squeeze=False)
-    for ax, shape in zip(axes[:, 0], shapes_seen):
-        mine = [r for r in ladder if shape_of(r) == shape]
-        kernels = [r for r in mine if not r["step"].startswith(("torch_sdpa", "baseline"))]
-        values = [float(r["tflops"]) for r in kernels]
-        ax.bar(range(len(kernels)), values, color="#4c72b0")
-        for i, v in enumerate(values):
-            ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize=6)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 4.2 * len(panels)), squeeze=False)
+    for ax, panel in zip(axes[:, 0], panels):
+        bars = panel["bars"]
+        values = [tf for _, _, _, tf, _ in bars]
+        ax.bar(range(len(bars)), values, color="#c44e52" if panel["backward"] else "#4c72b0")
+        for i, (_, _, _, tf, share) in enumerate(bars):
+            ax.annotate(f"{100 * share:.0f}%" if share is not None else f"{tf:.3g}", (i, tf),
+                        ha="center", va="bottom", fontsize=6)
         ax.set_yscale("log")
-        ax.set_xticks(range(len(kernels)))
-        ax.set_xticklabels([r["step"].replace("_warpspecialized", "").replace("_tensorcore", "")
-                            .replace("_fused", "").replace("_tiled", "").replace("_naive", "")
-                            + (f" {r['config']}" if r["config"] and "[" not in r["step"]
-                               and r["step"].startswith("step4") else "")
-                            for r in kernels], rotation=60, ha="right", fontsize=7)
-        for i, ref in enumerate(r for r in mine if r["step"].startswith(("torch_sdpa",
-                                                                          "baseline"))):
-            ax.axhline(float(ref["tflops"]), color=f"C{i + 1}", linestyle="--", linewidth=1,
-                       label=f"{ref['step']} {float(ref['tflops']):.0f}")
+        ax.set_xticks(range(len(bars)))
+        ax.set_xticklabels([b[0] for b in bars], rotation=60, ha="right", fontsize=7)
+        for i, (name, tf) in enumerate(panel["lines"]):
+            ax.axhline(tf, color=f"C{i + 1}", linestyle="--", linewidth=1, label=f"{name} {tf:.0f}")
         ax.set_ylabel("TFLOPS (log)")
-        ax.set_title(shape, fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
+        best = panel["best"]
+        ax.set_title(f"{panel['shape']}" + (", backward" if panel["backward"] else "")
+                     + ": in course order; on each bar, "
+                     + (f"its share of the best SDPA backend here ({best[0]}, {best[1]:.1f} "
+                        "TFLOPS)" if best else "its TFLOPS (no SDPA backend at this shape)"),
+                     fontsize=9)
+        if panel["lines"]:
+            ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
     return ""
 
 
@@ -518,11 +715,16 @@ def provenance(work):
     def read(name):
         p = os.path.join(work, name)
         return open(p).read().strip() if os.path.exists(p) else ""
-    manifest = dict(line.split(": ", 1) for line in read("manifest.txt").splitlines()
-                    if ": " in line)
+    text = read("manifest.txt")
+    manifest = dict(line.split(": ", 1) for line in text.splitlines()
+                    if ": " in line and not line.startswith(" "))
+    # Which source each kernel measured (the MANIFEST's sources: block, gpu_bundle.sh).
+    kernels = kernel_sources.parse_manifest(text)
     return {"gpu_idle": read("nvidia-smi-before.csv"), "gpu_loaded": read("nvidia-smi-after.csv"),
             "during_timings": during_timings(read("nvidia-smi-during.csv")),
-            "clock_event_reasons": read("nvidia-smi-reasons.csv"), "bundle": manifest}
+            "clock_event_reasons": read("nvidia-smi-reasons.csv"), "bundle": manifest,
+            "sources": {"method": manifest.get("sources", ""), "kernels": kernels}
+            if kernels else {}}
 
 
 def smi_fields(text):
@@ -596,8 +798,10 @@ def summary(bundle, outdir, work, draw_chart=True):
         text = (f"Measured ceilings: {peaks}" if peaks else "No measured ceilings.") + "\n\n" \
             + timing_section(timings, peaks)
         note = "no chart: no timings"
-        if timings and draw_chart:
-            note = chart(timings, title, chart_png)
+        if timings and draw_chart:  # the tables are written even where the chart cannot be
+            note, why = guarded("c. Timings, the chart", lambda: chart(timings, title, chart_png))
+            if why:
+                failed.append(why)
         elif timings:
             note = "" if os.path.exists(chart_png) else "the chart is drawn at the end of the run"
         return text + ("\n\n" + note if note else "\n\n![TFLOPS](chart.png)")
@@ -654,6 +858,70 @@ def load_run(d, allow_rehearsal=False):
     return run
 
 
+# A kernel whose source has changed since the run that measured it (kernel_sources.py).
+CHANGED_MARK = "\u2020"
+
+
+def changed_kernels(run):
+    """The labels of a run's kernels whose source (kernel_sources.py: the .cu file and the
+    repository headers it includes) differs today from what the run measured; None where the run
+    recorded no hashes."""
+    recorded = run.get("provenance", {}).get("sources", {}).get("kernels")
+    if not recorded:
+        return None
+    today = kernel_sources.hashes(list(recorded))
+    return {label for label, h in recorded.items() if h is None or today[label] != h}
+
+
+def changed_how(run):
+    """How a run's kernels' sources are compared: the parenthesis of changed_note()."""
+    sources = run.get("provenance", {}).get("sources", {})
+    return (f"the kernel's .cu file or a repository header it includes differs from commit "
+            f"{run.get('commit', '?')}'s: `scripts/kernel_sources.py`"
+            + ("; the run's hashes were computed afterwards from that commit's tree, run.json "
+               "says by which command" if sources.get("added_afterwards") else ""))
+
+
+NO_SOURCES = ("This run recorded no hash of its kernels' sources: whether a kernel has changed "
+              "since it was measured is not known.")
+
+
+def changed_note(run, changed, shown):
+    """The sentence under a table of the run's kernels that says what the marks mean ("" where no
+    row in `shown` is marked and the run recorded its sources)."""
+    if changed is None:
+        return NO_SOURCES
+    if not changed & set(shown):
+        return ""
+    return (f"{CHANGED_MARK} kernel changed since the run: its figure measured an older version "
+            f"({changed_how(run)}).")
+
+
+def coverage(d, run):
+    """One sentence: how many kernels the run checked, sanitised, timed and set beside Nsight
+    Compute, from its files."""
+    checked = list(dict.fromkeys(r["kernel"] for r in read_csv(os.path.join(d, "check.csv"))))
+    sanitized = {t: v.get("reached", 0) for t, v in run.get("sanitize", {}).items()
+                 if isinstance(v, dict)}
+    counted = list(dict.fromkeys(r["kernel"] for r in read_csv(os.path.join(d, "counters.csv"))
+                                 if r["shape"] == NCU_SHAPE and r["ncu"]))
+    timed = {r["step"] + (f" {r['config']}" if r["config"] else "")
+             for r in read_csv(os.path.join(d, "timings.csv"))
+             if not r["step"].startswith(REFERENCE_PREFIXES)}
+    backward = sorted({r["step"] for r in read_csv(os.path.join(d, "timings.csv"))
+                       if bench.is_backward(r) and not r["step"].startswith(SDPA_PREFIX)})
+    tools = (f"{min(sanitized.values())} of them under each of compute-sanitizer's "
+             f"{len(sanitized)} tools" if sanitized and len(set(sanitized.values())) == 1
+             else "under compute-sanitizer: " + ", ".join(f"{t} {n}" for t, n in
+                                                        sanitized.items()) if sanitized
+             else "none under compute-sanitizer")
+    return (f"The run's kernels: {len(checked)} checked for correctness, {tools}, "
+            f"{len(counted)} beside Nsight Compute, {len(timed)} timed (each tile configuration "
+            f"counted as one); the backward pass: {len(backward) or 'none'} timed "
+            "(`scripts/gpu_report.py readme`, from the run's check.csv, run.json, counters.csv and "
+            "timings.csv).")
+
+
 def readme(path, dirs, allow_rehearsal):
     markers.check(path, "gpu-results")
     runs = [(d, load_run(d, allow_rehearsal)) for d in dirs]
@@ -669,10 +937,22 @@ def readme(path, dirs, allow_rehearsal):
         parts = []
         for d, run in runs:
             rel = os.path.relpath(d, os.path.dirname(os.path.abspath(path)))
+            changed = changed_kernels(run)
+            recorded = list(run.get("provenance", {}).get("sources", {}).get("kernels", {}))
+            stale = (NO_SOURCES if changed is None else
+                     f"None of its {len(recorded)} kernels has changed since the run "
+                     f"({changed_how(run)})." if not changed else
+                     f"Kernels changed since the run, whose figures measured an "
+                     f"older version ({changed_how(run)}): "
+                     + (f"all {len(recorded)} of its kernels: " if len(changed) == len(recorded)
+                        else f"{len(changed)} of its {len(recorded)}: ")
+                     + ", ".join(k for k in recorded if k in changed) + ".")
             parts.append(f"![{run['title']}]({rel}/chart.png)\n\n{run['title']}; "
                          f"{run['date']}. Correctness: {run['check'].get('pass', 0)} runs "
                          f"passed, {run['check'].get('fail', 0)} failed. Every table: "
-                         f"[{rel}/README.md]({rel}/README.md).")
+                         f"[{rel}/README.md]({rel}/README.md).\n\n" + coverage(d, run)
+                         + " " + agreement(read_csv(os.path.join(d, "counters.csv")))
+                         + "\n\n" + stale)
         parts.append("The CPU backend's counted chart, and its table under [Results](#results):"
                      f"\n\n![The counted progression on the CPU backend: counts and a model, not "
                      f"GPU performance]({COUNTED_CHART})")
@@ -708,31 +988,37 @@ def microseconds(r):
                                                             else "")
 
 
-def chapter_table(step, run, rows):
-    """The chapter's kernels at the ladder's shapes, TFLOPS and time, beside SDPA and cuBLAS."""
+def chapter_table(step, run, rows, changed=None):
+    """The chapter's kernels at the ladder's shapes, TFLOPS and time, beside SDPA and cuBLAS; a
+    kernel whose source changed since the run (`changed`, changed_kernels()) marked."""
     ladder = [r for r in rows if is_ladder(r) and not bench.is_backward(r)]
     shapes_seen = list(dict.fromkeys(shape_of(r) for r in ladder))
     by = {}
-    for r in ladder:  # a tuned step runs several tile configurations: the table shows the fastest
-        key = (shape_of(r), r["step"])
-        if key not in by or float(r["time_ms"]) < float(by[key]["time_ms"]):
-            by[key] = r
+    for r in ladder:  # a tuned step's own run (its tuned table's configuration) comes first; the
+        by.setdefault((shape_of(r), r["step"]), r)  # other configurations' rows after it
     kernels = chapter_rows(step) + [(k, k) for k in REFERENCES]
-    out = []
+    out, shown = [], []
     for label, name in kernels:
         cells = []
         for sh in shapes_seen:
             r = by.get((sh, name))
             cells += [microseconds(r), f"{float(r['tflops']):.1f}"] if r else ["-", "-"]
         if any(c != "-" for c in cells):
-            out.append([label] + cells)
+            mark = changed is not None and name in changed
+            out.append([label + (f" {CHANGED_MARK}" if mark else "")] + cells)
+            shown.append(name)
+    note = changed_note(run, changed, shown)
     head = ["kernel"] + [f"{h}, {sh}" for sh in shapes_seen for h in ("us", "TFLOPS")]
     return (f"Generated by `scripts/gpu_report.py chapters` from a GPU run "
             f"([docs/results/{run['dir']}](../docs/results/{run['dir']}/README.md)): "
             f"{run['title']}; {run['date']}. Measured with CUDA events (the median of 20 runs "
             "after 2 warm-up ones), SDPA's backends and cuBLAS in the same run; -: not run at "
-            "that shape (a run predicted over 40 ms); do not edit by hand.\n\n"
-            + table(head, out))
+            "that shape (a run predicted over 40 ms)"
+            + ("; a tuned step's row is its own run, the configuration its tuned table gives (in "
+               "brackets), not the fastest of those timed" if any(
+                   by.get((sh, n), {}).get("config") for sh in shapes_seen for n in shown) else "")
+            + "; do not edit by hand.\n\n"
+            + table(head, out) + (f"\n\n{note}" if note else ""))
 
 
 def chapters(results, check):
@@ -741,12 +1027,13 @@ def chapters(results, check):
     run["dir"] = os.path.basename(os.path.normpath(results))
     rows = read_csv(os.path.join(results, "timings.csv"))
     root = os.path.dirname(HERE)
+    changed = changed_kernels(run)
     stale = []
     for step in _script("counters_table").CHAPTERS:
         path = os.path.join(root, step, "README.md")
         with open(path) as f:
             text = f.read()
-        new = markers.replaced(text, "gpu", chapter_table(step, run, rows), path)
+        new = markers.replaced(text, "gpu", chapter_table(step, run, rows, changed), path)
         if new != text and check:
             stale.append(os.path.relpath(path, root))
         elif new != text:
@@ -757,6 +1044,20 @@ def chapters(results, check):
         print("gpu_report: out of date (not what " + results + " measured): " + ", ".join(stale)
               + f"; run scripts/gpu_report.py chapters {results}", file=sys.stderr)
         return 1
+    return 0
+
+
+def redraw(results):
+    """A GPU run's chart.png drawn again from its committed timings.csv (the same measurements,
+    the same title: run.json's), by this version of chart()."""
+    run = load_run(results)
+    rows = read_csv(os.path.join(results, "timings.csv"))
+    if not rows:
+        refuse(f"{results}: no timings.csv to draw")
+    note = chart(rows, run["title"], os.path.join(results, "chart.png"))
+    if note:
+        refuse(f"{results}: {note}")
+    print(f"gpu_report: drew {os.path.join(results, 'chart.png')} from its timings.csv")
     return 0
 
 
@@ -775,6 +1076,8 @@ def main(argv):
     if cmd == "readme" and rest:
         allow = "--allow-rehearsal" in rest
         return readme(rest[0], [r for r in rest[1:] if r != "--allow-rehearsal"], allow)
+    if cmd == "chart" and len(rest) == 1:
+        return redraw(rest[0])
     if cmd == "chapters" and rest and len([r for r in rest if r != "--check"]) == 1:
         return chapters([r for r in rest if r != "--check"][0], "--check" in rest)
     refuse(f"{' '.join(argv[1:])}: see --help for the commands")

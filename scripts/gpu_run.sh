@@ -22,7 +22,8 @@
 #      cuDNN backends at every shape; the backward (step 6 and its rungs, SDPA's backends'
 #      backward) at the first two shapes; the steps' own kernels and cuBLAS on the FlashAttention
 #      grid;
-#   d. Nsight Compute on every kernel at one small shape, beside what the CPU backend counted;
+#   d. Nsight Compute on every kernel at one small shape, beside what the CPU backend counted, and
+#      step 5's sm90a kernel's warp stalls at the grid's shortest causal shape;
 #   e. the Python package on CUDA tensors in place (the bundle's python/tests/test_cuda.py), and
 #      flashsteps.benchmark: steps 4 and 5 beside SDPA's backends (python -m flashsteps benchmark);
 #      what PY cannot run (no pytest, no PyTorch, a flashsteps built for another Python) is left
@@ -48,7 +49,7 @@ while (($#)); do
     --budget) budget=${2:-}; shift 2 || fail "$usage" ;;
     --rehearse) rehearse=1; shift ;;
     --python) py=${2:-}; shift 2 || fail "$usage" ;;
-    -h | --help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) fail "unknown option $1 ($usage)" ;;
     *) if [[ -z $bundle ]]; then bundle=$1; elif [[ -z $out ]]; then out=$1; else fail "$usage"; fi
        shift ;;

@@ -35,27 +35,38 @@ OCCUPANCY = ["sm__warps_active.avg.pct_of_peak_sustained_active"]
 ISSUE = ["smsp__issue_active.avg.pct_of_peak_sustained_active", "smsp__inst_executed.sum"]
 # What `--counters` counts on the CPU backend (its --csv columns: common/report.cpp,
 # common/simt/counters.h, docs/profiling.md) and the ncu metrics that measure the same, summed
-# (scripts/gpu_report.py sets each count beside ncu's).
+# (scripts/gpu_report.py sets each count beside ncu's). The names are those `ncu --query-metrics`
+# lists on the GPU machine (Nsight Compute with CUDA 13.0 on an H200: docs/results/h200/log.txt):
+# cp.async (LDGSTS) and ldmatrix (LDSM) are measured apart only by its sm__sass_ metrics, and the
+# l1tex__ metrics of global and shared loads count them too.
 COUNTED = [
     ("gld_requests", ["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]),
     ("gld_sectors", ["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"]),
     ("gst_requests", ["l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"]),
     ("gst_sectors", ["l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"]),
-    ("ldgsts_requests", ["l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum"]),
-    ("ldgsts_sectors", ["l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum"]),
+    ("ldgsts_requests", ["sm__sass_l1tex_t_requests_pipe_lsu_mem_global_op_ldgsts.sum"]),
+    ("ldgsts_sectors", ["sm__sass_l1tex_t_sectors_pipe_lsu_mem_global_op_ldgsts.sum"]),
     ("lds_wavefronts", ["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"]),
     ("lds_conflicts", ["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]),
     ("sts_wavefronts", ["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"]),
     ("sts_conflicts", ["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"]),
-    ("ldsm_wavefronts", ["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum"]),
-    ("ldsm_conflicts", ["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum"]),
+    ("ldsm_wavefronts", ["sm__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum"]),
+    ("ldsm_conflicts", ["sm__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum"]),
     ("mma", ["sm__inst_executed_pipe_tensor_op_hmma.sum"]),
     ("wgmma", ["sm__inst_executed_pipe_tensor_op_gmma.sum"]),
     ("dram_bytes_min", ["dram__bytes_read.sum", "dram__bytes_write.sum"]),
 ]
+# What ncu measures that the CPU backend cannot count: ptxas's HFMA2.MMA, register moves and
+# constants it runs on the tensor pipe, which the hmma metric above includes (its description in
+# `ncu --query-metrics`: "HMMA/HFMA2.MMA/HGMMA/QGMMA ops"). The backend runs the source, not
+# ptxas's code: this one is ncu's alone, measured so that its hmma count can be set beside the
+# CPU's mma without them.
+NCU_ONLY = [
+    ("hfma2_mma", ["sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum"]),
+]
 # The same as ncu names it, with the instruction counts --counters prints but does not write to
 # its CSV: run on a GPU, the same numbers measured (at the same shape; the kernel's own launch).
-COUNTERS = [m for _, ms in COUNTED for m in ms] + [
+COUNTERS = [m for _, ms in COUNTED + NCU_ONLY for m in ms] + [
     "smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_st.sum",
     "smsp__inst_executed_op_ldsm.sum", "smsp__inst_executed_op_barrier.sum",
     "smsp__inst_executed_op_shfl.sum"]

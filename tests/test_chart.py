@@ -141,6 +141,18 @@ class Pipeline(unittest.TestCase):
         self.assertIn("A100", svg)
         self.assertNotIn("H100)", svg)
 
+    def test_a_committed_chart_is_its_png_alone(self):
+        # --no-svg, the way a chart goes under docs/results/ (docs/benchmarking.md): no SVG
+        src = os.path.join(self.dir, "gpu.csv")
+        handmade_gpu_csv(src, self.columns, backward=True)
+        out = os.path.join(self.dir, "committed")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "chart.py"), src,
+                            "--out", out, "--no-svg"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(f for f in os.listdir(self.dir) if f.startswith("committed")),
+                         ["committed-backward.png", "committed.png"])
+        self.assertNotIn(".svg", r.stdout)
+
     def test_cpu_rows_are_labelled(self):
         src = os.path.join(self.dir, "r.csv")
         run_step0(self.dir, "--seq", "16")

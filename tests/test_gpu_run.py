@@ -105,6 +105,12 @@ class GpuRun(unittest.TestCase):
         self.assertTrue(all(r["status"] == "pass" and r["backend"] == "cpu" for r in rows))
         report = json.loads((out / "run.json").read_text())
         self.assertTrue(report["rehearsal"])
+        # The bundle's MANIFEST records which source each kernel's figures measure (a hash of its
+        # .cu file and the headers it includes), which run.json carries: this tree's, as packed
+        sources = report["provenance"]["sources"]
+        self.assertEqual(set(sources["kernels"]), labels)
+        self.assertEqual(sources["kernels"], gpu_report.kernel_sources.hashes(sorted(labels)))
+        self.assertNotIn("  ", "".join(report["provenance"]["bundle"]))  # no indented line
         # Stage e: the package's CUDA-array tests (their refusals; the rest skip without a GPU)
         # with the build's own package and Python, where the build has the package.
         package = (BUNDLE / "python" / "flashsteps").is_dir()
@@ -168,6 +174,7 @@ class GpuRun(unittest.TestCase):
                  echo "Stand-in GPU, 999.1, 1755 MHz, 1980 MHz, 2619 MHz, 2619 MHz, 70 W, 700 W, 30, P0" ;;
             esac""")
         stand_in(tools, "compute-sanitizer", "trap '' TERM\nsleep 600\n")  # deaf to TERM
+        # ncu lacks one warp-stall metric: it says so, and the stage runs the kernel again without
         stand_in(tools, "ncu", """\
             while [[ $1 == -* ]]; do
               case $1 in
@@ -177,6 +184,10 @@ class GpuRun(unittest.TestCase):
                 *) shift 2 ;;
               esac
             done
+            if [[ ,$metrics, == *,smsp__warps_issue_stalled_misc.sum,* ]]; then
+              echo "==ERROR== Failed to find metric smsp__warps_issue_stalled_misc.sum" >&2
+              exit 1
+            fi
             echo '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name","Metric Name","Metric Unit","Metric Value"' >"$log"
             for m in ${metrics//,/ }; do
               for id in 0 1; do
@@ -221,7 +232,32 @@ class GpuRun(unittest.TestCase):
         self.assertTrue(counters)
         dram = [c for c in counters if c["counter"] == "dram_bytes_min"][0]
         self.assertEqual(dram["ncu"], "4000")  # read + write, each summed over two launches
-        self.assertIn("| ncu / CPU |", (out / "README.md").read_text())
+        text = (out / "README.md").read_text()
+        self.assertIn("| ncu / CPU |", text)
+        # ncu-only: ptxas's HFMA2.MMA, no CPU figure
+        hfma2 = [c for c in counters if c["counter"] == "hfma2_mma"]
+        self.assertTrue(hfma2 and all(c["cpu"] == "" for c in hfma2), hfma2)
+        # Step 5's sm90a kernel at the short causal shape: its warps' stall reasons and issue rate,
+        # after the steps' own kernels and before the rungs; the metric this ncu lacks left out
+        with open(out / "counters.csv") as f:
+            every = list(csv.DictReader(f))
+        stalls = [c for c in every if c["shape"] == gpu_report.STALL_SHAPE]
+        self.assertEqual({c["kernel"] for c in stalls}, {"step5_warpspecialized[sm90a]"})
+        got = {c["counter"]: c for c in stalls}
+        self.assertEqual(got["stall_long_scoreboard"]["ncu"], "2000")
+        self.assertEqual(got["issue_active"]["ncu"], "2000")
+        self.assertEqual(got["stall_misc"]["ncu"], "")
+        self.assertEqual(got["stall_misc"]["note"], "this ncu has no such metric")
+        kernels = list(dict.fromkeys((c["kernel"], c["shape"]) for c in every))
+        place = kernels.index(("step5_warpspecialized[sm90a]", gpu_report.STALL_SHAPE))
+        self.assertTrue(all(k[1] != gpu_report.NCU_SHAPE or "[" not in k[0] or k[0].endswith(
+            ("[sm80]", "[sm90a]")) for k in kernels[:place]), kernels[:place])
+        self.assertIn("metrics this ncu lacks: smsp__warps_issue_stalled_misc.sum",
+                      (out / "log.txt").read_text())
+        self.assertIn("**Warp stalls**", text)
+        self.assertIn("issuing in 100% of its schedulers' active cycles", text)
+        self.assertIn("| long_scoreboard | 2000 | 1.00 |", text)
+        self.assertIn("not measured: misc", text)
         self.assertLessEqual(set(os.listdir(out)), FILES)
 
     def test_tool_output_is_parsed(self):
@@ -272,25 +308,57 @@ class GpuRun(unittest.TestCase):
         self.assertIsNone(gpu_report.parse_ncu("==ERROR== Failed to find metric x.sum"))
 
     def test_counts_are_set_beside_ncu_as_ncu_counts_them(self):
-        # One kernel's rows of counters.csv, as an ncu without the LDGSTS and LDSM metrics left them
+        # One kernel's rows of counters.csv, as an ncu without the LDGSTS, LDSM and HFMA2.MMA
+        # metrics left them (docs/results/h200's): the older rules, each saying so
         rows = [{"kernel": "k", "shape": gpu_report.NCU_SHAPE, "counter": c, "cpu": cpu, "ncu": ncu,
                  "note": "" if ncu else "this ncu has no such metric"}
-                for c, cpu, ncu in [("gld_requests", "10", "330"), ("ldgsts_requests", "320", ""),
-                                    ("lds_wavefronts", "100", "4452"), ("ldsm_wavefronts", "4352", ""),
+                for c, cpu, ncu in [("gld_requests", "10", "330"),
+                                    ("ldgsts_requests", "320", ""),
+                                    ("lds_wavefronts", "100", "4452"),
+                                    ("ldsm_wavefronts", "4352", ""),
                                     ("mma", "2048", "2496"), ("wgmma", "112", "448"),
                                     ("dram_bytes_min", "1000", "900")]]
         got = {r[0]: r for r in gpu_report.as_ncu_counts(rows)}
         self.assertEqual(got["gld_requests"][1:4], ["330 (gld_requests 10 + ldgsts_requests 320)",
                                                    "330", "1.00"])
+        self.assertIn("the older rule: this run's ncu did not measure ldgsts_requests apart",
+                      got["gld_requests"][4])
         self.assertIn("it counts these in gld_requests", got["ldgsts_requests"][4])
         self.assertEqual(got["lds_wavefronts"][3], "1.00")
         self.assertEqual(got["wgmma"][1:4], ["448 (wgmma 112 x 4)", "448", "1.00"])
         self.assertEqual(got["mma"][1], "2496 (mma 2048 + wgmma 112 x 4)")
         self.assertIn("HGMMA", got["mma"][4])
         self.assertIn("not yet DRAM bytes", got["dram_bytes_min"][4])
-        # Where ncu has the LDGSTS metric, global loads are compared alone, with no note
+        # ncu counted 2 HFMA2.MMA more than the CPU's mma: the older rule names them, unmeasured
+        rows[4]["ncu"] = "2498"
+        mma = {r[0]: r for r in gpu_report.as_ncu_counts(rows)}["mma"]
+        self.assertIn("HFMA2.MMA", mma[4])
+        self.assertIn("did not measure hfma2_mma apart", mma[4])
+        # Where ncu measured LDGSTS, LDSM and HFMA2.MMA apart (profile.py's sm__sass_ metrics and
+        # NCU_ONLY): the CPU's own count beside ncu's less the part, each part compared alone
         rows[1]["ncu"], rows[1]["note"] = "320", ""
-        self.assertEqual(gpu_report.as_ncu_counts(rows)[0], ["gld_requests", "10", "330", "33.00", ""])
+        rows[3]["ncu"], rows[3]["note"] = "4352", ""
+        rows.append({"kernel": "k", "shape": gpu_report.NCU_SHAPE, "counter": "hfma2_mma",
+                     "cpu": "", "ncu": "2",
+                     "note": "ncu's alone: the CPU backend does not count it"})
+        got = {r[0]: r for r in gpu_report.as_ncu_counts(rows)}
+        self.assertEqual(got["gld_requests"][1:4],
+                         ["10", "10 (gld_requests 330 - ldgsts_requests 320)", "1.00"])
+        self.assertIn("measured apart", got["gld_requests"][4])
+        self.assertNotIn("older rule", got["gld_requests"][4])
+        self.assertEqual(got["ldgsts_requests"][1:4], ["320", "320", "1.00"])
+        self.assertEqual(got["lds_wavefronts"][1:4],
+                         ["100", "100 (lds_wavefronts 4452 - ldsm_wavefronts 4352)", "1.00"])
+        self.assertEqual(got["mma"][1:4], ["2496 (mma 2048 + wgmma 112 x 4)",
+                                          "2496 (mma 2498 - hfma2_mma 2)", "1.00"])
+        self.assertNotIn("older rule", got["mma"][4])
+        self.assertEqual(got["hfma2_mma"][1:4], ["-", "2", "-"])
+        self.assertIn("ncu's alone", got["hfma2_mma"][4])
+        # and the sentence that sums the table up: every figure both counted, which agree
+        sentence = gpu_report.agreement(rows)
+        self.assertIn("Of the 7 figures Nsight Compute and the CPU backend both counted", sentence)
+        self.assertIn("6 agree exactly: 2 as counted, 4 once a rule", sentence)
+        self.assertIn("dram_bytes_min in 1 kernel (k; ncu / CPU 0.90 to 0.90)", sentence)
 
     def test_the_chapters_show_the_committed_gpu_run(self):
         results = ROOT / "docs" / "results" / "h200"
@@ -311,6 +379,104 @@ class GpuRun(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("step4_tensorcore/README.md", r.stderr)
         self.assert_refused(run(*tool, self.tmp / "nothing"), "not a GPU run's results")
+        # The marks are computed: a kernel whose source is today's as the run recorded it loses
+        # its mark, one whose recorded hash differs from today's gets one, and the chapters' tables
+        # as committed are then out of date.
+        run_json = json.loads((results / "run.json").read_text())
+        recorded = run_json["provenance"]["sources"]["kernels"]
+        today = gpu_report.kernel_sources.hashes(list(recorded))
+        changed = gpu_report.changed_kernels(run_json)
+        self.assertEqual(changed, {k for k in recorded if recorded[k] != today[k]})
+        for kernel, step in (("step4_tensorcore[pv]", "step4_tensorcore"),
+                             ("step2_tiled[tiles]", "step2_tiled")):
+            shutil.rmtree(other)
+            shutil.copytree(results, other)
+            flipped = dict(run_json)
+            flipped["provenance"] = dict(run_json["provenance"], sources=dict(
+                run_json["provenance"]["sources"], kernels=dict(
+                    recorded, **{kernel: "0" * 16 if kernel not in changed else today[kernel]})))
+            (other / "run.json").write_text(json.dumps(flipped))
+            r = run(*tool, other, "--check")
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn(f"{step}/README.md", r.stderr)
+            table = gpu_report.chapter_table(step, dict(flipped, dir="h200"),
+                                             gpu_report.read_csv(other / "timings.csv"),
+                                             gpu_report.changed_kernels(flipped))
+            row = next(line for line in table.splitlines()
+                       if line.startswith(f"| {kernel.split('[')[0][4]}.") and
+                       kernel.split("[")[1][:-1] in line.split("|")[1])
+            self.assertEqual(gpu_report.CHANGED_MARK in row, kernel not in changed, row)
+        # A run that recorded no sources says so, and marks nothing
+        del flipped["provenance"]["sources"]
+        self.assertIsNone(gpu_report.changed_kernels(flipped))
+        table = gpu_report.chapter_table("step4_tensorcore", dict(flipped, dir="h200"),
+                                         gpu_report.read_csv(other / "timings.csv"), None)
+        self.assertNotIn(gpu_report.CHANGED_MARK, table)
+        self.assertIn("recorded no hash of its kernels' sources", table)
+        # The README's block lists the changed kernels and the counts beside ncu, from the files
+        readme = self.tmp / "README.md"
+        readme.write_text("# x\n<!-- gpu-results:begin -->\nold\n<!-- gpu-results:end -->\n")
+        r = run(sys.executable, ROOT / "scripts" / "gpu_report.py", "readme", readme, results)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        text = readme.read_text()
+        self.assertIn("Of the 161 figures Nsight Compute and the CPU backend both counted", text)
+        if changed:
+            self.assertIn("Kernels changed since the run, whose figures measured an older version",
+                          text)
+            self.assertIn(sorted(changed)[0], text.split("older version")[1])
+
+    def test_kernel_sources_follow_what_nvcc_includes(self):
+        # A kernel's hash covers its .cu file and the repository headers nvcc's compile of it
+        # includes, transitively; not those only the CPU backend's compile includes.
+        tree = {
+            "scripts/ladders.py": (ROOT / "scripts" / "ladders.py").read_text(),
+            "step4_tensorcore/rung2_pv.cu": '#include "common/kernel.h"\n#include <vector>\n',
+            "step4_tensorcore/attention.cu": '#include "step4_tensorcore/configs.h"\n',
+            "step4_tensorcore/configs.h": "// configs\n",
+            "common/kernel.h": ('#include "common/launch.h"\n#if defined(__CUDACC__)\n'
+                                '#include "common/gpu_only.h"\n#else\n'
+                                '#include "common/simt/simt.h"\n#endif\n#ifndef __CUDACC__\n'
+                                '#include "common/cpu_only.h"\n#endif\n'),
+            "common/launch.h": '#include "where.h"\n',  # beside the file that includes it
+            "common/where.h": "// where\n",
+            "common/gpu_only.h": "// gpu\n",
+            "common/simt/simt.h": "// cpu\n",
+            "common/cpu_only.h": "// cpu\n",
+        }
+        ks = gpu_report.kernel_sources
+        ladders = ks.ladders_of(tree.get)
+        self.assertEqual(ks.kernel_files("step4_tensorcore[pv]", tree.get, ladders),
+                         ["common/gpu_only.h", "common/kernel.h", "common/launch.h",
+                          "common/where.h", "step4_tensorcore/rung2_pv.cu"])
+        # the step's own kernel and a tile configuration of it: the step's attention.cu
+        for label in ("step4_tensorcore", "step4_tensorcore br128_bc64_w8_s2"):
+            self.assertEqual(ks.kernel_files(label, tree.get, ladders),
+                             ["step4_tensorcore/attention.cu", "step4_tensorcore/configs.h"])
+        self.assertEqual(ks.kernel_file("step5_warpspecialized[sm90a]", ladders),
+                         "step5_warpspecialized/attention_sm90a.cu")
+        self.assertEqual(ks.kernel_file("step5_warpspecialized[sm80]", ladders),
+                         "step5_warpspecialized/attention.cu")
+        before = ks.kernel_hash("step4_tensorcore[pv]", tree.get, ladders)
+        for path, changes in (("common/simt/simt.h", False), ("common/cpu_only.h", False),
+                              ("common/where.h", True), ("common/gpu_only.h", True),
+                              ("step4_tensorcore/rung2_pv.cu", True)):
+            edited = dict(tree, **{path: tree[path] + "// edited\n"})
+            self.assertEqual(ks.kernel_hash("step4_tensorcore[pv]", edited.get, ladders) != before,
+                             changes, path)
+        self.assertIsNone(ks.kernel_hash("step4_tensorcore[gone]", tree.get, ladders))
+        # The MANIFEST's block reads back as written
+        block = ("sources: how\n  0123456789abcdef step4_tensorcore br128_bc64_w8_s2\n"
+                 "  none x\nfiles:\n  ./a 1\n")
+        self.assertEqual(ks.parse_manifest(block),
+                         {"step4_tensorcore br128_bc64_w8_s2": "0123456789abcdef", "x": None})
+        # Bad input: one line, exit 2
+        script = ROOT / "scripts" / "kernel_sources.py"
+        self.assert_refused(run(sys.executable, script, "--add-to", self.tmp),
+                            "not a GPU run's results")
+        self.assert_refused(run(sys.executable, script, "--bogus"), "usage")
+        r = subprocess.run([sys.executable, str(script), "--manifest"], input="",
+                           capture_output=True, text=True)
+        self.assert_refused(r, "no kernel labels")
 
     def test_the_summary_draws_the_timings(self):
         # Rows in timings.csv's columns, from attn_suite on the CPU backend at a small shape and
@@ -353,6 +519,40 @@ class GpuRun(unittest.TestCase):
         note = gpu_report.chart(ladder + back, "a title", png)
         self.assertEqual(note, "")
         self.assertGreater(png.stat().st_size, 10000)
+        # The chart's bars in course order (scripts/stepdiff.py --list's), whatever the rows'
+        # order: the forward's panels, one per shape, then the backward's
+        panels = gpu_report.chart_panels(list(reversed(ladder)) + back)
+        self.assertEqual([(p["shape"], p["backward"]) for p in panels],
+                         [("fp16 B=1 H=8 S=512 D=64", False), ("fp16 B=1 H=16 S=4096 D=128", False),
+                          ("fp16 B=1 H=8 S=512 D=64", True)])
+        listed = subprocess.run([sys.executable, ROOT / "scripts" / "stepdiff.py", "--list"],
+                                capture_output=True, text=True, check=True).stdout.split("\n")
+        course = [line.split()[0] for line in listed if line and not line.startswith("0 ")]
+        labels = [b[0].split()[0] for b in panels[0]["bars"]]
+        self.assertEqual(labels, [c for c in course if c in labels])
+        self.assertEqual(set(labels), {c for c in course if not c.startswith("6")})
+        names = [b[1] for b in panels[0]["bars"]]
+        for earlier, later in (("step1_naive", "step2_tiled[tiles]"),
+                               ("step2_tiled[warps]", "step2_tiled"),
+                               ("step2_tiled", "step3_fused"),
+                               ("step4_tensorcore[keepbits]", "step4_tensorcore"),
+                               ("step4_tensorcore", "step5_warpspecialized[sm80]"),
+                               ("step5_warpspecialized[sm80]", "step5_warpspecialized[tma]"),
+                               ("step5_warpspecialized[overlap]", "step5_warpspecialized[sm90a]")):
+            self.assertLess(names.index(earlier), names.index(later), (earlier, later))
+        self.assertEqual(panels[0]["bars"][1][0], "2.1 tiles")
+        # each bar's share of the best SDPA backend at that shape (the only one here: flash)
+        sdpa = next(float(r["tflops"]) for r in ladder if r["step"] == "torch_sdpa_flash"
+                    and r["seqlen_q"] == "512")
+        self.assertEqual(panels[0]["best"], ("torch_sdpa_flash", sdpa))
+        for _, name, _, tf, share in panels[0]["bars"]:
+            self.assertAlmostEqual(share, tf / sdpa)
+        self.assertEqual([n for n, _ in panels[0]["lines"]],
+                         ["baseline_cublas", "torch_sdpa_flash"])
+        # the backward's: step 6's rungs in course order, its own kernel last, SDPA's as a line
+        self.assertEqual([b[0] for b in panels[2]["bars"]], ["6.1 math", "6.6 dq", "6"])
+        self.assertEqual(panels[2]["lines"], [("torch_sdpa_flash_backward", 70.0)])
+        self.assertAlmostEqual(panels[2]["bars"][0][4], 1.0)
 
     def test_the_bundles_own_report_writes_every_kind_of_row(self):
         # What the stages leave, every kind of row a GPU run writes (the forward's steps, rungs,
@@ -418,7 +618,8 @@ class GpuRun(unittest.TestCase):
         self.assertEqual(json.loads((out / "run.json").read_text())["sections_not_written"], [])
         self.assertTrue((out / "chart.png").exists())
         # A bundle without a script the report imports: the report is still written, every
-        # section but the one that needs it, which says why in one line; exit status 1.
+        # section but those that need it (the backward's table, the chart: both go in the
+        # course's order, scripts/ladders.py), which say why in one line; exit status 1.
         broken = self.tmp / "broken"
         shutil.copytree(BUNDLE / "scripts", broken / "scripts")
         (broken / "scripts" / "ladders.py").unlink()
@@ -433,9 +634,12 @@ class GpuRun(unittest.TestCase):
             f"or directory: '{broken / 'scripts' / 'ladders.py'}')."])
         self.assertIn("| step4_tensorcore[swizzle] | 500 |", text)
         self.assertIn("12 passed, 3 skipped", text)
+        timings = text.split("## c. Timings (timings.csv)")[1].split("\n## ")[0]
+        self.assertIn("Not written: the report's code failed here (ModuleNotFoundError", timings)
         run_json = json.loads((out / "run.json").read_text())
-        self.assertEqual(len(run_json["sections_not_written"]), 1)
+        self.assertEqual(len(run_json["sections_not_written"]), 2)
         self.assertIn("section not written: c. The backward pass: FileNotFoundError", r.stderr)
+        self.assertIn("section not written: c. Timings, the chart: ModuleNotFoundError", r.stderr)
 
     def test_the_suite_times_on_the_cpu_backend(self):
         shapes = self.tmp / "shapes.txt"

@@ -35,10 +35,20 @@ class Profile(unittest.TestCase):
     def test_counters_mode_names_what_the_cpu_counts(self):
         # The ncu twin of --counters: the metrics of docs/profiling.md, at --counters' shape.
         out = run("step4", "counters", "--print").stdout
-        for metric in ("l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum",
-                       "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum",
-                       "sm__inst_executed_pipe_tensor_op_hmma.sum", "dram__bytes_read.sum"):
+        for metric in ("sm__sass_l1tex_t_sectors_pipe_lsu_mem_global_op_ldgsts.sum",
+                       "sm__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum",
+                       "sm__inst_executed_pipe_tensor_op_hmma.sum", "dram__bytes_read.sum",
+                       "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum"):
             self.assertIn(metric, out)
+        # Every metric it asks for is one the GPU machine's ncu lists (`ncu --query-metrics`, its
+        # output kept in docs/results/h200/log.txt), by its base name
+        log = (SCRIPT.parent.parent / "docs" / "results" / "h200" / "log.txt").read_text()
+        listed = {line.split()[0] for line in log.split("== ncu --query-metrics")[1].splitlines()
+                  if line and not line[0].isspace()}
+        asked = out.split("--metrics ")[1].split()[0].split(",")
+        checkable = [m for m in asked if any(w in m for w in ("ldgsts", "ldsm", "tensor_op"))]
+        self.assertGreaterEqual(len(checkable), 7, checkable)  # what the log's query kept
+        self.assertEqual([m for m in checkable if m.rsplit(".", 1)[0] not in listed], [])
         self.assertIn("--batch 1 --heads 4 --seq 256 --dim 64", out)
         docs = (SCRIPT.parent.parent / "docs" / "profiling.md").read_text()
         for metric in out.split("--metrics ")[1].split()[0].split(","):
