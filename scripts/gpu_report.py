@@ -5,7 +5,8 @@ Nsight Compute stage and its table beside the CPU backend's counts, and the repo
     gpu_report.py shapes ladder|fa                       the shapes files' lines
     gpu_report.py ncu BUNDLE OUT.csv --budget S --suite ATTN_SUITE [--rehearse]
     gpu_report.py summary BUNDLE OUTDIR WORKDIR [--no-chart]   README.md, run.json, chart.png
-    gpu_report.py readme README.md [RESULTS_DIR ...]     the README's GPU results block
+    gpu_report.py readme README.md [--details docs/gpus.md] [RESULTS_DIR ...]
+                                                         the README's GPU results block
     gpu_report.py chapters RESULTS_DIR [--check]         each chapter's GPU table (<!-- gpu -->)
     gpu_report.py chart RESULTS_DIR                      its chart.png drawn again from its
                                                          timings.csv, titled as its run.json
@@ -922,8 +923,14 @@ def coverage(d, run):
             "timings.csv).")
 
 
-def readme(path, dirs, allow_rehearsal):
+def readme(path, dirs, allow_rehearsal, details=None):
+    """The README's block: each run's chart and a short caption (what it measured, whether its
+    kernels have changed since, where the rest is); with `details` (a Markdown file with
+    <!-- gpu-run-details --> markers, docs/gpus.md), each run's coverage, its agreement with
+    Nsight Compute and the kernels changed since, written there."""
     markers.check(path, "gpu-results")
+    if details:
+        markers.check(details, "gpu-run-details")
     runs = [(d, load_run(d, allow_rehearsal)) for d in dirs]
     if not runs:
         body = ("![The counted progression on the CPU backend: counts and a model, not GPU "
@@ -933,12 +940,26 @@ def readme(path, dirs, allow_rehearsal):
                 "([docs/gpus.md](docs/gpus.md)) are the two commands that will put a GPU's "
                 "results here: correctness, compute-sanitizer, timings beside PyTorch SDPA and "
                 "cuBLAS, and Nsight Compute beside the CPU counts.")
+        detail_body = "No GPU run is committed yet."
     else:
-        parts = []
+        parts, detail_parts = [], []
         for d, run in runs:
             rel = os.path.relpath(d, os.path.dirname(os.path.abspath(path)))
             changed = changed_kernels(run)
             recorded = list(run.get("provenance", {}).get("sources", {}).get("kernels", {}))
+            short = ("whether its kernels have changed since is not recorded" if changed is None
+                     else f"none of its {len(recorded)} kernels has changed since" if not changed
+                     else f"all {len(recorded)} of its kernels have changed since, so every bar "
+                     "measured older code" if len(changed) == len(recorded)
+                     else f"{len(changed)} of its {len(recorded)} kernels have changed since "
+                     "(their rows are marked)")
+            gpu = run["title"].split(";")[0]
+            parts.append(f"![{run['title']}]({rel}/chart.png)\n\n"
+                         f"The GPU run of commit {run.get('commit', '?')[:7]} on an {gpu} "
+                         f"({run['date'][:10]}): every step and rung in course order, each bar "
+                         f"its share of PyTorch SDPA's best backend at that shape; {short}. "
+                         f"Every table: [{rel}/README.md]({rel}/README.md); what it covered: "
+                         "[docs/gpus.md](docs/gpus.md#the-runs).")
             stale = (NO_SOURCES if changed is None else
                      f"None of its {len(recorded)} kernels has changed since the run "
                      f"({changed_how(run)})." if not changed else
@@ -947,18 +968,19 @@ def readme(path, dirs, allow_rehearsal):
                      + (f"all {len(recorded)} of its kernels: " if len(changed) == len(recorded)
                         else f"{len(changed)} of its {len(recorded)}: ")
                      + ", ".join(k for k in recorded if k in changed) + ".")
-            parts.append(f"![{run['title']}]({rel}/chart.png)\n\n{run['title']}; "
-                         f"{run['date']}. Correctness: {run['check'].get('pass', 0)} runs "
-                         f"passed, {run['check'].get('fail', 0)} failed. Every table: "
-                         f"[{rel}/README.md]({rel}/README.md).\n\n" + coverage(d, run)
-                         + " " + agreement(read_csv(os.path.join(d, "counters.csv")))
-                         + "\n\n" + stale)
-        parts.append("The CPU backend's counted chart, and its table under [Results](#results):"
-                     f"\n\n![The counted progression on the CPU backend: counts and a model, not "
-                     f"GPU performance]({COUNTED_CHART})")
+            detail_parts.append(f"**[{rel}]({os.path.relpath(d, os.path.dirname(os.path.abspath(details or path)))}/README.md)**: "
+                                f"{run['title']}; {run['date']}. Correctness: "
+                                f"{run['check'].get('pass', 0)} runs passed, "
+                                f"{run['check'].get('fail', 0)} failed. " + coverage(d, run)
+                                + " " + agreement(read_csv(os.path.join(d, "counters.csv")))
+                                + "\n\n" + stale)
         body = "\n\n".join(parts)
+        detail_body = "\n\n".join(detail_parts)
     markers.rewrite(path, "gpu-results", "Generated by `scripts/gpu_report.py readme`; do not "
                     "edit by hand.\n\n" + body)
+    if details:
+        markers.rewrite(details, "gpu-run-details", "Generated by `scripts/gpu_report.py "
+                        "readme`; do not edit by hand.\n\n" + detail_body)
     return 0
 
 
@@ -1075,7 +1097,15 @@ def main(argv):
         return summary(*rest[:3], draw_chart=not rest[3:])
     if cmd == "readme" and rest:
         allow = "--allow-rehearsal" in rest
-        return readme(rest[0], [r for r in rest[1:] if r != "--allow-rehearsal"], allow)
+        rest = [r for r in rest if r != "--allow-rehearsal"]
+        details = None
+        if "--details" in rest:
+            i = rest.index("--details")
+            if i + 1 >= len(rest):
+                refuse("readme --details: a Markdown file with <!-- gpu-run-details --> markers")
+            details = rest.pop(i + 1)
+            rest.pop(i)
+        return readme(rest[0], rest[1:], allow, details)
     if cmd == "chart" and len(rest) == 1:
         return redraw(rest[0])
     if cmd == "chapters" and rest and len([r for r in rest if r != "--check"]) == 1:

@@ -413,17 +413,25 @@ class GpuRun(unittest.TestCase):
                                          gpu_report.read_csv(other / "timings.csv"), None)
         self.assertNotIn(gpu_report.CHANGED_MARK, table)
         self.assertIn("recorded no hash of its kernels' sources", table)
-        # The README's block lists the changed kernels and the counts beside ncu, from the files
-        readme = self.tmp / "README.md"
+        # The README's block is the chart and a caption that says how many kernels changed; the
+        # details file lists them and the counts beside ncu, from the files
+        readme, details = self.tmp / "README.md", self.tmp / "gpus.md"
         readme.write_text("# x\n<!-- gpu-results:begin -->\nold\n<!-- gpu-results:end -->\n")
-        r = run(sys.executable, ROOT / "scripts" / "gpu_report.py", "readme", readme, results)
+        details.write_text("<!-- gpu-run-details:begin -->\n<!-- gpu-run-details:end -->\n")
+        r = run(sys.executable, ROOT / "scripts" / "gpu_report.py", "readme", readme, "--details",
+                details, results)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         text = readme.read_text()
+        self.assertIn("chart.png)", text)
+        self.assertNotIn("Of the 161 figures", text)
+        text = details.read_text()
         self.assertIn("Of the 161 figures Nsight Compute and the CPU backend both counted", text)
         if changed:
             self.assertIn("Kernels changed since the run, whose figures measured an older version",
                           text)
             self.assertIn(sorted(changed)[0], text.split("older version")[1])
+        self.assert_refused(run(sys.executable, ROOT / "scripts" / "gpu_report.py", "readme",
+                                readme, "--details", readme, results), "gpu-run-details")
 
     def test_kernel_sources_follow_what_nvcc_includes(self):
         # A kernel's hash covers its .cu file and the repository headers nvcc's compile of it
