@@ -219,12 +219,14 @@ std::string format_counters(const ResultRow& r) {
        << metric << "), " << grouped(bytes)
        << " bytes asked: " << pct(double(bytes), 32.0 * sectors) << " sector efficiency\n";
   };
+  // The metric names as Nsight Compute 2025's `--query-metrics` lists them (the ldmatrix and
+  // cp.async ones under sm__sass_, scripts/profile.py).
   auto shared = [&](const char* what, uint64_t inst, uint64_t wavefronts, uint64_t conflicts,
-                    const char* op) {
+                    const char* prefix, const char* op) {
     os << "  " << what << grouped(inst) << " instructions, " << grouped(wavefronts)
-       << " wavefronts (l1tex__data_pipe_lsu_wavefronts_mem_shared_op_" << op << ".sum), "
-       << grouped(conflicts)
-       << " bank conflicts (l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_" << op << ".sum)\n";
+       << " wavefronts (" << prefix << "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_" << op
+       << ".sum), " << grouped(conflicts) << " bank conflicts (" << prefix
+       << "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_" << op << ".sum)\n";
   };
   global("global loads     ", c.gld_requests, c.gld_sectors, c.gld_bytes,
          "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum");
@@ -232,7 +234,7 @@ std::string format_counters(const ResultRow& r) {
          "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum");
   if (c.ldgsts_requests) {
     global("cp.async global  ", c.ldgsts_requests, c.ldgsts_sectors, c.ldgsts_bytes,
-           "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum");
+           "sm__sass_l1tex_t_sectors_pipe_lsu_mem_global_op_ldgsts.sum");
     os << "  cp.async shared  " << grouped(c.ldgsts_wavefronts) << " wavefronts, "
        << grouped(c.ldgsts_conflicts()) << " bank conflicts (16-byte writes, quarter warps)\n";
   }
@@ -240,15 +242,17 @@ std::string format_counters(const ResultRow& r) {
     os << "  TMA loads        " << grouped(c.tma_copies) << " copies, " << grouped(c.tma_sectors)
        << " sectors, " << grouped(c.tma_bytes)
        << " bytes into shared memory (async proxy: no LSU wavefronts)\n";
-  shared("shared loads     ", c.lds_inst, c.lds_wavefronts, c.lds_conflicts(), "ld");
-  shared("shared stores    ", c.sts_inst, c.sts_wavefronts, c.sts_conflicts(), "st");
+  shared("shared loads     ", c.lds_inst, c.lds_wavefronts, c.lds_conflicts(), "", "ld");
+  shared("shared stores    ", c.sts_inst, c.sts_wavefronts, c.sts_conflicts(), "", "st");
   if (c.ldsm_inst)
-    shared("ldmatrix         ", c.ldsm_inst, c.ldsm_wavefronts, c.ldsm_conflicts(), "ldsm");
+    shared("ldmatrix         ", c.ldsm_inst, c.ldsm_wavefronts, c.ldsm_conflicts(), "sm__sass_",
+           "ldsm");
   const double flops = r.backward ? r.problem.backward_flops() : r.problem.flops();
   os << "  tensor cores     " << grouped(c.mma)
-     << " mma.sync (sm__inst_executed_pipe_tensor_op_hmma.sum), " << grouped(c.wgmma)
-     << " wgmma: " << num(c.tensor_flops / 1e9, 4) << " GFLOP, " << pct(c.tensor_flops, flops)
-     << " of the problem's " << num(flops / 1e9, 4) << " GFLOP";
+     << " mma.sync (sm__inst_executed_pipe_tensor_op_hmma.sum, less ptxas's HFMA2.MMA moves: "
+        "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum), "
+     << grouped(c.wgmma) << " wgmma: " << num(c.tensor_flops / 1e9, 4) << " GFLOP, "
+     << pct(c.tensor_flops, flops) << " of the problem's " << num(flops / 1e9, 4) << " GFLOP";
   if (c.wgmma) os << "; " << grouped(c.wgmma_smem_bytes) << " shared bytes read as operands";
   os << "\n  synchronisation  " << grouped(c.block_barriers) << " block barriers, "
      << grouped(c.named_barriers) << " named barriers, " << grouped(c.mbarrier_ops)
