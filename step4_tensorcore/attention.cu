@@ -1,4 +1,4 @@
-// Step 4: the fused kernel of step 3 on tensor cores (FlashAttention-2 style, sm_80 and newer).
+// Step 4: fused attention on tensor cores (FlashAttention-2's structure, sm_80 and newer).
 //
 //   attention_kernel   Q tile in registers as mma A fragments; K and V tiles streamed through a
 //                      kStages-stage cp.async pipeline into swizzled shared memory; S = Q K^T

@@ -1,16 +1,17 @@
-// Step 5 (sm_80 variant): the kernel of step 4 with its warps specialised (sm_80 and newer).
+// Step 5 (sm_80 variant): fused attention with warp-specialised producer and consumers (sm_80
+// and newer).
 //
 //   attention_kernel   one producer warp copies Q into its own buffer, then streams every K/V
 //                      tile with cp.async into a ring of kStages slots of swizzled shared memory;
-//                      four consumer warps compute exactly as step 4 does (mma.sync m16n8k16, the
-//                      online softmax on the accumulator fragments, P from registers). Nobody
+//                      four consumer warps compute (mma.sync m16n8k16 from ldmatrix fragments,
+//                      the online softmax on the accumulator fragments, P from registers). Nobody
 //                      waits for everybody: each slot has a "full" and an "empty" mbarrier, and
 //                      the two sides hand slots back and forth through them (Q has a "full" of
 //                      its own).
 //
 //   tile n:  0 (K0 V0)   1 (K1 V1)   2 (K2 V2)   3 (K3 V3)   4 (K4 V4)  ...
-//   slot:    0           1           2           0           1          ...   n % kStages
-//   phase:   0           0           0           1           1          ...   n / kStages % 2
+//   slot:    0           1           0           1           0          ...   n % kStages
+//   phase:   0           0           1           1           0          ...   n / kStages % 2
 //
 // The producer waits until a slot is empty (parity phase ^ 1: the first lap finds every slot
 // empty), issues the slot's copies and has them arrive on "full" when they land
@@ -39,7 +40,9 @@ constexpr int Br = 16 * kConsumerWarps;     // query rows per block
 constexpr int Bc = 64;                      // keys per tile
 constexpr int kThreads = 32 * kWarps;
 constexpr int kConsumers = 32 * kConsumerWarps;  // threads that arrive on "empty"
-constexpr int kStages = 3;                       // ring slots, each a K tile and a V tile
+// Ring slots, each a K tile and a V tile: with Q's buffer, 80 KB at D = 128, within the 99 KB a
+// block may have on sm_86, sm_89 and sm_120 (a third slot would make it 112).
+constexpr int kStages = 2;
 
 // kDropout is a compile-time choice: without it the kernel contains no dropout code at all.
 template <typename T, int D, bool kDropout>
