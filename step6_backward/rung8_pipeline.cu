@@ -64,14 +64,14 @@ __device__ __forceinline__ void load_rows_async(T* smem, int stride, const T* gm
 // registers.
 template <typename T, int D>
 __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
-  constexpr int S = D + kPad;  // a shared row of K, V, Q or dO
+  constexpr int stride = D + kPad;  // a shared row of K, V, Q or dO
   const int tid = threadIdx.x, j0 = blockIdx.x * Bc;
   const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
   const int group = p.heads / p.heads_kv;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int kw = 16 * warp;  // the warp's first key
   T* Ks = attn::shared_memory<T>();
-  T *Vs = Ks + Bc * S, *Qbuf = Vs + Bc * S, *dObuf = Qbuf + kStages * Br * S;
+  T *Vs = Ks + Bc * stride, *Qbuf = Vs + Bc * stride, *dObuf = Qbuf + kStages * Br * stride;
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
   // The query tiles a row of which sees one of the block's keys: in each head of the group, the
@@ -85,14 +85,14 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   // multiply them by zero, which a caller's NaN there would survive.
   auto load_tile = [&](int h, int i0, int stage) {  // head h's rows i0.. into buffer `stage`
     const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
-    load_rows_async<D, Br>(Qbuf + stage * Br * S, S, static_cast<const T*>(p.q) + row0 * D,
-                           len_q - i0);
-    load_rows_async<D, Br>(dObuf + stage * Br * S, S, static_cast<const T*>(p.dout) + row0 * D,
-                           len_q - i0);
+    load_rows_async<D, Br>(Qbuf + stage * Br * stride, stride,
+                           static_cast<const T*>(p.q) + row0 * D, len_q - i0);
+    load_rows_async<D, Br>(dObuf + stage * Br * stride, stride,
+                           static_cast<const T*>(p.dout) + row0 * D, len_q - i0);
   };
   // K and V (keys past the batch's key length: zeros) in one group with the first query tile.
-  load_rows_async<D, Bc>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, len_k - j0);
-  load_rows_async<D, Bc>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, len_k - j0);
+  load_rows_async<D, Bc>(Ks, stride, static_cast<const T*>(p.k) + (kv0 + j0) * D, len_k - j0);
+  load_rows_async<D, Bc>(Vs, stride, static_cast<const T*>(p.v) + (kv0 + j0) * D, len_k - j0);
   if (i_first < len_q) load_tile(hk * group, i_first, 0);
   attn::cp_async_commit();
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};  // the warp's 16 keys x D, as accumulator tiles
@@ -100,7 +100,7 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
     for (int i0 = i_first; i0 < len_q; i0 += Br) {
       const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
       const int stage = s++ % kStages;
-      const T *Qs = Qbuf + stage * Br * S, *dOs = dObuf + stage * Br * S;
+      const T *Qs = Qbuf + stage * Br * stride, *dOs = dObuf + stage * Br * stride;
       __syncthreads();  // every warp is done with the tile before, whose buffer the next takes
       // The next tile: this head's next one, or the next head's first.
       if (i0 + Br < len_q)
@@ -118,11 +118,11 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
       for (int kc = 0; kc < D / 16; ++kc) {
         uint32_t ka[4], va[4], qb[4], dob[4];
         const int key = kw + lane % 8 + 8 * (lane / 8 % 2), d = kc * 16 + 8 * (lane / 16);
-        attn::ldmatrix<4>(ka, Ks + key * S + d);
-        attn::ldmatrix<4>(va, Vs + key * S + d);
+        attn::ldmatrix<4>(ka, Ks + key * stride + d);
+        attn::ldmatrix<4>(va, Vs + key * stride + d);
         const int r = lane % 8 + 8 * (lane / 16), c = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<4>(qb, Qs + r * S + c);
-        attn::ldmatrix<4>(dob, dOs + r * S + c);
+        attn::ldmatrix<4>(qb, Qs + r * stride + c);
+        attn::ldmatrix<4>(dob, dOs + r * stride + c);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
           attn::mma_m16n8k16<T>(qk[nt], ka, {qb[2 * nt], qb[2 * nt + 1]}, qk[nt]);
@@ -162,8 +162,8 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
       for (int dt = 0; dt < D / 8; dt += 2) {
         uint32_t ob[4], qb[4];
         const int r = lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(ob, dOs + r * S + d);
-        attn::ldmatrix<4, true>(qb, Qs + r * S + d);
+        attn::ldmatrix<4, true>(ob, dOs + r * stride + d);
+        attn::ldmatrix<4, true>(qb, Qs + r * stride + d);
         attn::mma_m16n8k16<T>(dv[dt], pa, {ob[0], ob[1]}, dv[dt]);
         attn::mma_m16n8k16<T>(dv[dt + 1], pa, {ob[2], ob[3]}, dv[dt + 1]);
         attn::mma_m16n8k16<T>(dk[dt], dsa, {qb[0], qb[1]}, dk[dt]);
@@ -190,28 +190,30 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
 // two buffers of a key tile's K and V.
 template <typename T, int D>
 __global__ void dq_kernel(const BackwardParams p, const float* delta) {
-  constexpr int S = D + kPad, Bc = kDqKeys<D>;  // a shared row; the keys of a tile
+  constexpr int stride = D + kPad, Bc = kDqKeys<D>;  // a shared row; the keys of a tile
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads, i0 = blockIdx.y * kRowsQ;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   T* Qs = attn::shared_memory<T>();
-  T *dOs = Qs + kRowsQ * S, *Kbuf = dOs + kRowsQ * S, *Vbuf = Kbuf + kStages * Bc * S;
+  T *dOs = Qs + kRowsQ * stride, *Kbuf = dOs + kRowsQ * stride,
+    *Vbuf = Kbuf + kStages * Bc * stride;
   const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
   const int64_t kv0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
   const int keys_end = attn::tile_keys_end(p, b, i0, kRowsQ);
   auto load_tile = [&](int j0, int stage) {  // the key tile at j0 into buffer `stage`
-    load_rows_async<D, Bc>(Kbuf + stage * Bc * S, S, static_cast<const T*>(p.k) + (kv0 + j0) * D,
-                           keys_end - j0);
-    load_rows_async<D, Bc>(Vbuf + stage * Bc * S, S, static_cast<const T*>(p.v) + (kv0 + j0) * D,
-                           keys_end - j0);
+    load_rows_async<D, Bc>(Kbuf + stage * Bc * stride, stride,
+                           static_cast<const T*>(p.k) + (kv0 + j0) * D, keys_end - j0);
+    load_rows_async<D, Bc>(Vbuf + stage * Bc * stride, stride,
+                           static_cast<const T*>(p.v) + (kv0 + j0) * D, keys_end - j0);
   };
   // Q and dO in one group with the first key tile.
-  load_rows_async<D, kRowsQ>(Qs, S, static_cast<const T*>(p.q) + row0 * D, p.seqlen_q - i0);
-  load_rows_async<D, kRowsQ>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, p.seqlen_q - i0);
+  load_rows_async<D, kRowsQ>(Qs, stride, static_cast<const T*>(p.q) + row0 * D, p.seqlen_q - i0);
+  load_rows_async<D, kRowsQ>(dOs, stride, static_cast<const T*>(p.dout) + row0 * D,
+                             p.seqlen_q - i0);
   if (keys_end > 0) load_tile(0, 0);
   attn::cp_async_commit();
   float dq[D / 8][4] = {};  // the warp's 16 rows x D
   for (int j0 = 0, s = 0; j0 < keys_end; j0 += Bc, ++s) {
-    const T *Ks = Kbuf + s % kStages * Bc * S, *Vs = Vbuf + s % kStages * Bc * S;
+    const T *Ks = Kbuf + s % kStages * Bc * stride, *Vs = Vbuf + s % kStages * Bc * stride;
     __syncthreads();  // every warp is done with tile s - 1, whose buffer the next tile takes
     if (j0 + Bc < keys_end) load_tile(j0 + Bc, (s + 1) % kStages);
     attn::cp_async_commit();             // (an empty group when there is no next tile)
@@ -224,14 +226,14 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
     for (int kc = 0; kc < D / 16; ++kc) {
       uint32_t qa[4], da[4];
       const int r = warp * 16 + lane % 8 + 8 * (lane / 8 % 2), d = kc * 16 + 8 * (lane / 16);
-      attn::ldmatrix<4>(qa, Qs + r * S + d);
-      attn::ldmatrix<4>(da, dOs + r * S + d);
+      attn::ldmatrix<4>(qa, Qs + r * stride + d);
+      attn::ldmatrix<4>(da, dOs + r * stride + d);
 #pragma unroll
       for (int nt = 0; nt < Bc / 8; nt += 2) {
         uint32_t kb[4], vb[4];
         const int key = nt * 8 + lane % 8 + 8 * (lane / 16), c = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<4>(kb, Ks + key * S + c);
-        attn::ldmatrix<4>(vb, Vs + key * S + c);
+        attn::ldmatrix<4>(kb, Ks + key * stride + c);
+        attn::ldmatrix<4>(vb, Vs + key * stride + c);
         attn::mma_m16n8k16<T>(qk[nt], qa, {kb[0], kb[1]}, qk[nt]);
         attn::mma_m16n8k16<T>(qk[nt + 1], qa, {kb[2], kb[3]}, qk[nt + 1]);
         attn::mma_m16n8k16<T>(dov[nt], da, {vb[0], vb[1]}, dov[nt]);
@@ -265,7 +267,7 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
       for (int kc = 0; kc < Bc / 16; ++kc) {
         uint32_t kb[4];
         const int key = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(kb, Ks + key * S + d);
+        attn::ldmatrix<4, true>(kb, Ks + key * stride + d);
         attn::mma_m16n8k16<T>(dq[dt], dsa[kc], {kb[0], kb[1]}, dq[dt]);
         attn::mma_m16n8k16<T>(dq[dt + 1], dsa[kc], {kb[2], kb[3]}, dq[dt + 1]);
       }
