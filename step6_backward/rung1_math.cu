@@ -120,11 +120,10 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
     attn::launch(delta_kernel<T>, {dim3(static_cast<unsigned>((rows + 127) / 128)), dim3(128)}, p,
                  delta);
     attn::launch(scores_kernel<T>, {dim3((p.seqlen_k + 31) / 32, (p.seqlen_q + 7) / 8, bh), block},
-                 p, static_cast<const float*>(delta), Pz, dS);
-    attn::launch(dq_kernel<T>, {dim3((p.dim + 31) / 32, (p.seqlen_q + 7) / 8, bh), block}, p,
-                 static_cast<const float*>(dS));
-    attn::launch(dkdv_kernel<T>, {dim3((p.dim + 31) / 32, (p.seqlen_k + 7) / 8, bhk), block}, p,
-                 static_cast<const float*>(Pz), static_cast<const float*>(dS));
+                 p, delta, Pz, dS);
+    attn::launch(dq_kernel<T>, {dim3((p.dim + 31) / 32, (p.seqlen_q + 7) / 8, bh), block}, p, dS);
+    attn::launch(dkdv_kernel<T>, {dim3((p.dim + 31) / 32, (p.seqlen_k + 7) / 8, bhk), block}, p, Pz,
+                 dS);
   });
 }
 

@@ -26,10 +26,9 @@ __global__ void delta_kernel(const BackwardParams p, float* delta, float* dq_acc
   const T* o = static_cast<const T*>(p.o) + row * p.dim;
   const T* dout = static_cast<const T*>(p.dout) + row * p.dim;
   float d = 0.0f;
-  for (int c = 0; c < p.dim; ++c) {
-    d += attn::to_float(dout[c]) * attn::to_float(o[c]);
-    dq_acc[row * p.dim + c] = 0.0f;  // the scores_kernel's atomics add to it
-  }
+  for (int c = 0; c < p.dim; ++c) d += attn::to_float(dout[c]) * attn::to_float(o[c]);
+  // Row i of the FP32 dQ, set to zero: the scores_kernel's atomics add to it.
+  for (int c = 0; c < p.dim; ++c) dq_acc[row * p.dim + c] = 0.0f;
   delta[row] = d;
 }
 
@@ -116,11 +115,11 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
     attn::launch(delta_kernel<T>, {dim3(static_cast<unsigned>((rows + 127) / 128)), dim3(128)}, p,
                  delta, dq_acc);
     attn::launch(scores_kernel<T>, {dim3((p.seqlen_k + 31) / 32, (p.seqlen_q + 7) / 8, bh), block},
-                 p, static_cast<const float*>(delta), Pz, dS, dq_acc);
-    attn::launch(dkdv_kernel<T>, {dim3((p.dim + 31) / 32, (p.seqlen_k + 7) / 8, bhk), block}, p,
-                 static_cast<const float*>(Pz), static_cast<const float*>(dS));
+                 p, delta, Pz, dS, dq_acc);
+    attn::launch(dkdv_kernel<T>, {dim3((p.dim + 31) / 32, (p.seqlen_k + 7) / 8, bhk), block}, p, Pz,
+                 dS);
     attn::launch(dq_kernel<T>, {dim3(static_cast<unsigned>((rows * p.dim + 255) / 256)), dim3(256)},
-                 p, static_cast<const float*>(dq_acc));
+                 p, dq_acc);
   });
 }
 

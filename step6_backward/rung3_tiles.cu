@@ -10,8 +10,9 @@
 //
 // P and dS never reach global memory, and K and V are read once per block instead of once per
 // query row: the structure of FlashAttention-2's backward, on CUDA cores. dQ_i now collects one
-// term per block whose keys row i sees, by atomicAdd, as in rung 2 (its bits still vary).
-#include "common/kernel.h"
+// term per block whose keys row i sees, by atomicAdd, as in rung 2 (its bits still vary). The
+// copies of rows into shared memory (zeros past the end) are common/backward_tiles.h's.
+#include "common/backward_tiles.h"
 
 namespace step6::rung3::ATTN_BACKEND_NS {
 
@@ -26,10 +27,9 @@ __global__ void delta_kernel(const BackwardParams p, float* delta, float* dq_acc
   const T* o = static_cast<const T*>(p.o) + row * p.dim;
   const T* dout = static_cast<const T*>(p.dout) + row * p.dim;
   float d = 0.0f;
-  for (int c = 0; c < p.dim; ++c) {
-    d += attn::to_float(dout[c]) * attn::to_float(o[c]);
-    dq_acc[row * p.dim + c] = 0.0f;  // the dkdv_kernel's atomics add to it
-  }
+  for (int c = 0; c < p.dim; ++c) d += attn::to_float(dout[c]) * attn::to_float(o[c]);
+  // Row i of the FP32 dQ, set to zero: the dkdv_kernel's atomics add to it.
+  for (int c = 0; c < p.dim; ++c) dq_acc[row * p.dim + c] = 0.0f;
   delta[row] = d;
 }
 
@@ -39,25 +39,23 @@ constexpr int Br = 16, Bc = 16, kThreads = 128;  // query rows a tile, keys a bl
 // query tile, P * Z and dS of the tile's pairs, and the block's FP32 dK and dV.
 template <typename T>
 __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* dq_acc) {
-  const int D = p.dim, tid = threadIdx.x, j0 = blockIdx.x * Bc;
+  const int D = p.dim, stride = D;  // a head's dim; a shared row of K, V, Q or dO
+  const int tid = threadIdx.x, j0 = blockIdx.x * Bc;
   const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
   const int group = p.heads / p.heads_kv;
   T* Ks = attn::shared_memory<T>();
-  T *Vs = Ks + Bc * D, *Qs = Vs + Bc * D, *dOs = Qs + Br * D;
-  float* Pz = reinterpret_cast<float*>(dOs + Br * D);  // (2 Bc + 2 Br) D 16-bit values before it
+  T *Vs = Ks + Bc * stride, *Qs = Vs + Bc * stride, *dOs = Qs + Br * stride;
+  // After (2 Bc + 2 Br) shared rows of 16-bit values, the FP32 arrays:
+  float* Pz = reinterpret_cast<float*>(dOs + Br * stride);
   float *dS = Pz + Br * Bc, *dK = dS + Br * Bc, *dV = dK + Bc * D;
-  const T zero = attn::from_float<T>(0.0f);
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
   const int len_q = attn::query_length(p, b), len_k = attn::key_length(p, b);
   // Keys past the batch's key length are zeros: their pairs are masked, and the products multiply
   // them by zero, which a caller's NaN there would survive.
-  for (int x = tid; x < Bc * D; x += kThreads) {
-    const bool in = j0 + x / D < len_k;
-    Ks[x] = in ? static_cast<const T*>(p.k)[(kv0 + j0) * D + x] : zero;
-    Vs[x] = in ? static_cast<const T*>(p.v)[(kv0 + j0) * D + x] : zero;
-    dK[x] = dV[x] = 0.0f;
-  }
+  attn::load_rows(Ks, stride, p.k, kv0 + j0, Bc, len_k - j0, D);
+  attn::load_rows(Vs, stride, p.v, kv0 + j0, Bc, len_k - j0, D);
+  for (int x = tid; x < Bc * D; x += kThreads) dK[x] = dV[x] = 0.0f;
   for (int h = hk * group; h < (hk + 1) * group; ++h)
     for (int i0 = 0; i0 < p.seqlen_q; i0 += Br) {
       if (attn::tile_keys_end(p, b, i0, Br) <= j0) continue;  // no row of the tile sees a key
@@ -65,26 +63,27 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
       __syncthreads();  // the tile before is done with Qs, dOs, Pz and dS
       // Rows past the batch's query length are zeros: their pairs are masked, and the products
       // multiply them by zero, which a caller's NaN there would survive.
-      for (int x = tid; x < Br * D; x += kThreads) {
-        const bool in = i0 + x / D < len_q;
-        Qs[x] = in ? static_cast<const T*>(p.q)[row0 * D + x] : zero;
-        dOs[x] = in ? static_cast<const T*>(p.dout)[row0 * D + x] : zero;
-      }
+      attn::load_rows(Qs, stride, p.q, row0, Br, len_q - i0, D);
+      attn::load_rows(dOs, stride, p.dout, row0, Br, len_q - i0, D);
       __syncthreads();
       // Each (i, j) pair of the tile: P_ij from the LSE, Z_ij, dP_ij and dS_ij, as in rung 2.
       for (int x = tid; x < Br * Bc; x += kThreads) {
         const int r = x / Bc, i = i0 + r, j = j0 + x % Bc;
+        const int64_t row = row0 + r;
         float pz = 0.0f, ds = 0.0f;
         if (i < p.seqlen_q && j < attn::row_keys_end(p, b, i)) {
+          // The pair's rows, in shared memory.
+          const T *q = Qs + r * stride, *dout = dOs + r * stride;
+          const T *k = Ks + (x % Bc) * stride, *v = Vs + (x % Bc) * stride;
           float qk = 0.0f, dov = 0.0f;
-          for (int c = 0; c < D; ++c) {
-            qk += attn::to_float(Qs[r * D + c]) * attn::to_float(Ks[(x % Bc) * D + c]);
-            dov += attn::to_float(dOs[r * D + c]) * attn::to_float(Vs[(x % Bc) * D + c]);
+          for (int c = 0; c < p.dim; ++c) {
+            qk += attn::to_float(q[c]) * attn::to_float(k[c]);
+            dov += attn::to_float(dout[c]) * attn::to_float(v[c]);
           }
-          const float prob = __expf(p.scale * qk - p.lse[row0 + r]);
+          const float prob = __expf(p.scale * qk - p.lse[row]);
           const float z = attn::dropout_factor(attn::make_dropout(p.dropout, p.seed), b, h, i, j);
           pz = prob * z;
-          ds = prob * (z * dov - delta[row0 + r]);
+          ds = prob * (z * dov - delta[row]);
         }
         Pz[x] = pz;
         dS[x] = ds;
@@ -93,15 +92,15 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
       // dV += (P * Z)^T dO and dK += dS^T Q: each thread its own elements, every tile.
       for (int x = tid; x < Bc * D; x += kThreads)
         for (int r = 0; r < Br; ++r) {
-          dV[x] += Pz[r * Bc + x / D] * attn::to_float(dOs[r * D + x % D]);
-          dK[x] += dS[r * Bc + x / D] * attn::to_float(Qs[r * D + x % D]);
+          dV[x] += Pz[r * Bc + x / D] * attn::to_float(dOs[r * stride + x % D]);
+          dK[x] += dS[r * Bc + x / D] * attn::to_float(Qs[r * stride + x % D]);
         }
       // dQ += scale dS K: this block's term of each element of the tile's rows.
       for (int x = tid; x < Br * D; x += kThreads) {
         if (i0 + x / D >= p.seqlen_q) continue;
         float acc = 0.0f;
         for (int jj = 0; jj < Bc; ++jj)
-          acc += dS[(x / D) * Bc + jj] * attn::to_float(Ks[jj * D + x % D]);
+          acc += dS[(x / D) * Bc + jj] * attn::to_float(Ks[jj * stride + x % D]);
         atomicAdd(&dq_acc[row0 * D + x], p.scale * acc);
       }
     }
@@ -133,9 +132,9 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
     attn::launch(delta_kernel<T>, {dim3(static_cast<unsigned>((rows + 127) / 128)), dim3(128)}, p,
                  delta, dq_acc);
     attn::launch(dkdv_kernel<T>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem}, p,
-                 static_cast<const float*>(delta), dq_acc);
+                 delta, dq_acc);
     attn::launch(dq_kernel<T>, {dim3(static_cast<unsigned>((rows * p.dim + 255) / 256)), dim3(256)},
-                 p, static_cast<const float*>(dq_acc));
+                 p, dq_acc);
   });
 }
 

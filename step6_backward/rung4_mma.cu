@@ -11,6 +11,7 @@
 // Transposed, the two products are step 4's S = Q K^T: the keys are the rows (M) of the mma and
 // the query rows its columns (N), so the accumulator element a lane holds is the pair (key,
 // row) that dV and dK sum over, and the kernel is instantiated per head dim (its fragments).
+#include "common/backward_tiles.h"
 #include "common/ptx.h"
 #include "common/tiles.h"
 
@@ -27,10 +28,9 @@ __global__ void delta_kernel(const BackwardParams p, float* delta, float* dq_acc
   const T* o = static_cast<const T*>(p.o) + row * p.dim;
   const T* dout = static_cast<const T*>(p.dout) + row * p.dim;
   float d = 0.0f;
-  for (int c = 0; c < p.dim; ++c) {
-    d += attn::to_float(dout[c]) * attn::to_float(o[c]);
-    dq_acc[row * p.dim + c] = 0.0f;  // the dkdv_kernel's atomics add to it
-  }
+  for (int c = 0; c < p.dim; ++c) d += attn::to_float(dout[c]) * attn::to_float(o[c]);
+  // Row i of the FP32 dQ, set to zero: the dkdv_kernel's atomics add to it.
+  for (int c = 0; c < p.dim; ++c) dq_acc[row * p.dim + c] = 0.0f;
   delta[row] = d;
 }
 
@@ -44,22 +44,23 @@ constexpr int kPad = 8;
 // dV.
 template <typename T, int D>
 __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* dq_acc) {
-  constexpr int S = D + kPad;  // a shared row of K, V, Q or dO
+  constexpr int stride = D + kPad;  // a shared row of K, V, Q or dO
   const int tid = threadIdx.x, j0 = blockIdx.x * Bc;
   const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
   const int group = p.heads / p.heads_kv;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int kw = 16 * (warp % 2), rw = 8 * (warp / 2);  // the warp's first key and query row
   T* Ks = attn::shared_memory<T>();
-  T *Vs = Ks + Bc * S, *Qs = Vs + Bc * S, *dOs = Qs + Br * S;
-  float* Pz = reinterpret_cast<float*>(dOs + Br * S);  // (2 Bc + 2 Br) S 16-bit values before it
+  T *Vs = Ks + Bc * stride, *Qs = Vs + Bc * stride, *dOs = Qs + Br * stride;
+  // After (2 Bc + 2 Br) shared rows of 16-bit values, the FP32 arrays:
+  float* Pz = reinterpret_cast<float*>(dOs + Br * stride);
   float *dS = Pz + Br * Bc, *dK = dS + Br * Bc, *dV = dK + Bc * D;
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
   const int len_q = attn::query_length(p, b), len_k = attn::key_length(p, b);
   // Keys past the batch's key length: zeros (its padding's NaN would survive P = 0, dS = 0).
-  attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, len_k - j0);
-  attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, len_k - j0);
+  attn::load_rows<D>(Ks, stride, p.k, kv0 + j0, Bc, len_k - j0);
+  attn::load_rows<D>(Vs, stride, p.v, kv0 + j0, Bc, len_k - j0);
   for (int x = tid; x < Bc * D; x += kThreads) dK[x] = dV[x] = 0.0f;
   for (int h = hk * group; h < (hk + 1) * group; ++h)
     for (int i0 = 0; i0 < p.seqlen_q; i0 += Br) {
@@ -68,8 +69,8 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
       __syncthreads();  // the tile before is done with Qs, dOs, Pz and dS
       // Rows past the batch's query length are zeros: their pairs are masked, and the products
       // multiply them by zero, which a caller's NaN there would survive.
-      attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, Br, len_q - i0);
-      attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, Br, len_q - i0);
+      attn::load_rows<D>(Qs, stride, p.q, row0, Br, len_q - i0);
+      attn::load_rows<D>(dOs, stride, p.dout, row0, Br, len_q - i0);
       __syncthreads();
       // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 8 rows, 16 columns of d at a
       // time: one ldmatrix.x4 of K (and of V) gives the A fragment, in the order a0a1 (keys
@@ -80,11 +81,11 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
       for (int kc = 0; kc < D / 16; ++kc) {
         uint32_t ka[4], va[4], qb[2], dob[2];
         const int key = kw + lane % 8 + 8 * (lane / 8 % 2), d = kc * 16 + 8 * (lane / 16);
-        attn::ldmatrix<4>(ka, Ks + key * S + d);
-        attn::ldmatrix<4>(va, Vs + key * S + d);
+        attn::ldmatrix<4>(ka, Ks + key * stride + d);
+        attn::ldmatrix<4>(va, Vs + key * stride + d);
         const int r = rw + lane % 8, c = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<2>(qb, Qs + r * S + c);
-        attn::ldmatrix<2>(dob, dOs + r * S + c);
+        attn::ldmatrix<2>(qb, Qs + r * stride + c);
+        attn::ldmatrix<2>(dob, dOs + r * stride + c);
         attn::mma_m16n8k16<T>(qk, ka, qb, qk);
         attn::mma_m16n8k16<T>(dov, va, dob, dov);
       }
@@ -107,15 +108,15 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
       // dV += (P * Z)^T dO and dK += dS^T Q: each thread its own elements, every tile.
       for (int x = tid; x < Bc * D; x += kThreads)
         for (int r = 0; r < Br; ++r) {
-          dV[x] += Pz[r * Bc + x / D] * attn::to_float(dOs[r * S + x % D]);
-          dK[x] += dS[r * Bc + x / D] * attn::to_float(Qs[r * S + x % D]);
+          dV[x] += Pz[r * Bc + x / D] * attn::to_float(dOs[r * stride + x % D]);
+          dK[x] += dS[r * Bc + x / D] * attn::to_float(Qs[r * stride + x % D]);
         }
       // dQ += scale dS K: this block's term of each element of the tile's rows.
       for (int x = tid; x < Br * D; x += kThreads) {
         if (i0 + x / D >= p.seqlen_q) continue;
         float acc = 0.0f;
         for (int jj = 0; jj < Bc; ++jj)
-          acc += dS[(x / D) * Bc + jj] * attn::to_float(Ks[jj * S + x % D]);
+          acc += dS[(x / D) * Bc + jj] * attn::to_float(Ks[jj * stride + x % D]);
         atomicAdd(&dq_acc[row0 * D + x], p.scale * acc);
       }
     }
@@ -148,10 +149,10 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
       const size_t smem =
           (2 * Bc + 2 * Br) * (D + kPad) * sizeof(T) + (2 * Br * Bc + 2 * Bc * D) * sizeof(float);
       attn::launch(dkdv_kernel<T, D>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem},
-                   p, static_cast<const float*>(delta), dq_acc);
+                   p, delta, dq_acc);
     });
     attn::launch(dq_kernel<T>, {dim3(static_cast<unsigned>((rows * p.dim + 255) / 256)), dim3(256)},
-                 p, static_cast<const float*>(dq_acc));
+                 p, dq_acc);
   });
 }
 

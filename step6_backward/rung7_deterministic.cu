@@ -6,11 +6,13 @@
 //                 forward); it walks the key tiles the rows see, computes S and dP for its rows
 //                 again (mma.sync), dS in registers, and dQ += dS K from those registers (the
 //                 accumulators of dS are its A fragments, K's B fragments come through
-//                 ldmatrix.trans), and writes scale dQ once, rounded
+//                 ldmatrix.trans), and writes scale dQ once, rounded; it calls the tile
+//                 products and the pair_terms that dkdv_kernel calls
 //
 // Every element of dQ is now summed by one thread, over the keys in order: no atomics, no FP32
 // copy of dQ, and the same bits from run to run and under every schedule. The price is S and dP
 // computed twice, seven matrix products where rungs 4-6 had five.
+#include "common/backward_tiles.h"
 #include "common/ptx.h"
 #include "common/tiles.h"
 
@@ -37,24 +39,40 @@ constexpr int Br = 16, Bc = 64, kThreads = 128;  // query rows a tile, keys a bl
 constexpr int kPad = 8;
 constexpr int kRowsQ = 64;  // query rows of a dq_kernel block: four warps of 16
 
+// P_ij * Z_ij and dS_ij of the pair (i, j) of query head h, from its S_ij = q_i . k_j and
+// dO_i . v_j: P_ij from the LSE, Z_ij the dropout factor, dS_ij = P_ij (Z_ij dO_i . v_j - D_i), as
+// in rung 4 (`row` is row i's index into the LSE and D). Zeros where row i does not see key j, or
+// is past the end.
+__device__ __forceinline__ void pair_terms(const BackwardParams& p, const float* delta, int b,
+                                           int h, int i, int j, int64_t row, float s, float dp,
+                                           float& pz, float& ds) {
+  pz = ds = 0.0f;
+  if (i < p.seqlen_q && j < attn::row_keys_end(p, b, i)) {
+    const float prob = __expf(p.scale * s - p.lse[row]);
+    const float z = attn::dropout_factor(attn::make_dropout(p.dropout, p.seed), b, h, i, j);
+    pz = prob * z;
+    ds = prob * (z * dp - delta[row]);
+  }
+}
+
 // One block per Bc keys of a key/value head, a warp per 16 of them. Shared memory: K and V of its
 // keys and Q and dO of the query tile (rows D + kPad long); dK and dV are in the warps' registers.
 template <typename T, int D>
 __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
-  constexpr int S = D + kPad;  // a shared row of K, V, Q or dO
+  constexpr int stride = D + kPad;  // a shared row of K, V, Q or dO
   const int tid = threadIdx.x, j0 = blockIdx.x * Bc;
   const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
   const int group = p.heads / p.heads_kv;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int kw = 16 * warp;  // the warp's first key
   T* Ks = attn::shared_memory<T>();
-  T *Vs = Ks + Bc * S, *Qs = Vs + Bc * S, *dOs = Qs + Br * S;
+  T *Vs = Ks + Bc * stride, *Qs = Vs + Bc * stride, *dOs = Qs + Br * stride;
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
   const int len_q = attn::query_length(p, b), len_k = attn::key_length(p, b);
   // Keys past the batch's key length: zeros (its padding's NaN would survive P = 0, dS = 0).
-  attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, len_k - j0);
-  attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, len_k - j0);
+  attn::load_rows<D>(Ks, stride, p.k, kv0 + j0, Bc, len_k - j0);
+  attn::load_rows<D>(Vs, stride, p.v, kv0 + j0, Bc, len_k - j0);
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};  // the warp's 16 keys x D, as accumulator tiles
   for (int h = hk * group; h < (hk + 1) * group; ++h)
     for (int i0 = 0; i0 < p.seqlen_q; i0 += Br) {
@@ -63,28 +81,14 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
       __syncthreads();  // the tile before is done with Qs and dOs
       // Rows past the batch's query length are zeros: their pairs are masked, and the products
       // multiply them by zero, which a caller's NaN there would survive.
-      attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, Br, len_q - i0);
-      attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, Br, len_q - i0);
+      attn::load_rows<D>(Qs, stride, p.q, row0, Br, len_q - i0);
+      attn::load_rows<D>(dOs, stride, p.dout, row0, Br, len_q - i0);
       __syncthreads();
-      // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 16 rows, two accumulator tiles of
-      // 8 rows each: the A fragments of K and V as in rung 4, and one ldmatrix.x4 of Q (and of
-      // dO) gives the B fragments of both tiles, as step 4 loads K for two key tiles.
+      // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys (rows kw.. of Ks and Vs) x 16 rows,
+      // two accumulator tiles of 8 rows each: K's and V's rows are A fragments as in rung 4, Q's
+      // and dO's rows B fragments (common/backward_tiles.h).
       float qk[2][4] = {}, dov[2][4] = {};
-#pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        uint32_t ka[4], va[4], qb[4], dob[4];
-        const int key = kw + lane % 8 + 8 * (lane / 8 % 2), d = kc * 16 + 8 * (lane / 16);
-        attn::ldmatrix<4>(ka, Ks + key * S + d);
-        attn::ldmatrix<4>(va, Vs + key * S + d);
-        const int r = lane % 8 + 8 * (lane / 16), c = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<4>(qb, Qs + r * S + c);
-        attn::ldmatrix<4>(dob, dOs + r * S + c);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          attn::mma_m16n8k16<T>(qk[nt], ka, {qb[2 * nt], qb[2 * nt + 1]}, qk[nt]);
-          attn::mma_m16n8k16<T>(dov[nt], va, {dob[2 * nt], dob[2 * nt + 1]}, dov[nt]);
-        }
-      }
+      attn::warp_mma_abt2<T, D>(qk, dov, Ks, Vs, kw, Qs, dOs, stride, lane);
       // Each pair the lane holds: element e of tile nt is key kw + g + 8 (e / 2), row
       // 8 nt + 2t + e % 2. P_ij from the LSE, Z_ij, dP_ij and dS_ij, as in rung 4; P * Z and dS
       // are kept, in the registers they were computed in.
@@ -93,19 +97,14 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int jj = kw + g + 8 * (e / 2), r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = j0 + jj;
-          pz[nt][e] = ds[nt][e] = 0.0f;
-          if (i < p.seqlen_q && j < attn::row_keys_end(p, b, i)) {
-            const float prob = __expf(p.scale * qk[nt][e] - p.lse[row0 + r]);
-            const float z = attn::dropout_factor(attn::make_dropout(p.dropout, p.seed), b, h, i, j);
-            pz[nt][e] = prob * z;
-            ds[nt][e] = prob * (z * dov[nt][e] - delta[row0 + r]);
-          }
+          const int r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = j0 + kw + g + 8 * (e / 2);
+          pair_terms(p, delta, b, h, i, j, row0 + r, qk[nt][e], dov[nt][e], pz[nt][e], ds[nt][e]);
         }
       // dV += (P * Z)^T dO and dK += dS^T Q on tensor cores. The two tiles' accumulators (rows
       // 0-7, 8-15) are the A fragment of the warp's 16 keys x 16 rows: a0a1 = tile 0's e = 0, 1,
       // a2a3 its e = 2, 3, a4a5 and a6a7 tile 1's. dO and Q are stored [row][d], and the B
-      // operand needs [d][row]: ldmatrix.x4.trans gives two 16-row x 8-d tiles of it.
+      // operand needs [d][row]: ldmatrix.x4.trans gives two 16-row x 8-d tiles of it
+      // (common/backward_tiles.h's warp_mma_ab2).
       uint32_t pa[4], dsa[4];  // P * Z and dS as A fragments: the warp's 16 keys x 16 rows
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
@@ -114,29 +113,11 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
         dsa[2 * nt] = attn::pack2<T>(ds[nt][0], ds[nt][1]);
         dsa[2 * nt + 1] = attn::pack2<T>(ds[nt][2], ds[nt][3]);
       }
-#pragma unroll
-      for (int dt = 0; dt < D / 8; dt += 2) {
-        uint32_t ob[4], qb[4];
-        const int r = lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(ob, dOs + r * S + d);
-        attn::ldmatrix<4, true>(qb, Qs + r * S + d);
-        attn::mma_m16n8k16<T>(dv[dt], pa, {ob[0], ob[1]}, dv[dt]);
-        attn::mma_m16n8k16<T>(dv[dt + 1], pa, {ob[2], ob[3]}, dv[dt + 1]);
-        attn::mma_m16n8k16<T>(dk[dt], dsa, {qb[0], qb[1]}, dk[dt]);
-        attn::mma_m16n8k16<T>(dk[dt + 1], dsa, {qb[2], qb[3]}, dk[dt + 1]);
-      }
+      attn::warp_mma_ab2<T>(dv, dk, pa, dsa, dOs, Qs, stride, lane);
     }
-#pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      // dK and dV from the lane's own accumulators: element e of tile dt is key kw + g + 8 (e / 2),
-      // column 8 dt + 2t + e % 2.
-      const int j = j0 + kw + g + 8 * (e / 2), c = dt * 8 + 2 * t + e % 2;
-      if (j >= p.seqlen_k) continue;
-      static_cast<T*>(p.dk)[(kv0 + j) * D + c] = attn::from_float<T>(p.scale * dk[dt][e]);
-      static_cast<T*>(p.dv)[(kv0 + j) * D + c] = attn::from_float<T>(dv[dt][e]);
-    }
+  // dK and dV from the lane's own accumulators: the warp's 16 keys from j0 + kw.
+  attn::store_tiles<T>(p.dk, kv0 + j0 + kw, dk, p.scale, p.seqlen_k - j0 - kw);
+  attn::store_tiles<T>(p.dv, kv0 + j0 + kw, dv, 1.0f, p.seqlen_k - j0 - kw);
 }
 
 // One block per kRowsQ query rows of a head, a warp per 16 of them: dQ of those rows, summed in
@@ -144,91 +125,54 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
 // and V of one key tile.
 template <typename T, int D>
 __global__ void dq_kernel(const BackwardParams p, const float* delta) {
-  constexpr int S = D + kPad;
+  constexpr int stride = D + kPad;
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads, i0 = blockIdx.y * kRowsQ;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   T* Qs = attn::shared_memory<T>();
-  T *dOs = Qs + kRowsQ * S, *Ks = dOs + kRowsQ * S, *Vs = Ks + Bc * S;
+  T *dOs = Qs + kRowsQ * stride, *Ks = dOs + kRowsQ * stride, *Vs = Ks + Bc * stride;
   const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
   const int64_t kv0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
-  attn::load_rows_16B<D>(Qs, S, static_cast<const T*>(p.q) + row0 * D, kRowsQ, p.seqlen_q - i0);
-  attn::load_rows_16B<D>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, kRowsQ, p.seqlen_q - i0);
+  attn::load_rows<D>(Qs, stride, p.q, row0, kRowsQ, p.seqlen_q - i0);
+  attn::load_rows<D>(dOs, stride, p.dout, row0, kRowsQ, p.seqlen_q - i0);
   float dq[D / 8][4] = {};                                     // the warp's 16 rows x D
   const int keys_end = attn::tile_keys_end(p, b, i0, kRowsQ);  // past it, K and V are zeros
   for (int j0 = 0; j0 < keys_end; j0 += Bc) {
     __syncthreads();  // the tile before is done with Ks and Vs (and Q, dO have landed)
-    attn::load_rows_16B<D>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, Bc, keys_end - j0);
-    attn::load_rows_16B<D>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, Bc, keys_end - j0);
+    attn::load_rows<D>(Ks, stride, p.k, kv0 + j0, Bc, keys_end - j0);
+    attn::load_rows<D>(Vs, stride, p.v, kv0 + j0, Bc, keys_end - j0);
     __syncthreads();
-    // S = Q K^T and dP = dO V^T for the warp's 16 rows, as step 4's S: Q and dO rows are A
-    // fragments, K and V rows (stored [key][d]) B fragments, two key tiles per ldmatrix.x4.
+    // S = Q K^T and dP = dO V^T for the warp's 16 rows, as step 4's S: Q's and dO's rows are A
+    // fragments, K's and V's (stored [key][d]) B fragments.
     float qk[Bc / 8][4] = {}, dov[Bc / 8][4] = {};
-#pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc) {
-      uint32_t qa[4], da[4];
-      const int r = warp * 16 + lane % 8 + 8 * (lane / 8 % 2), d = kc * 16 + 8 * (lane / 16);
-      attn::ldmatrix<4>(qa, Qs + r * S + d);
-      attn::ldmatrix<4>(da, dOs + r * S + d);
-#pragma unroll
-      for (int nt = 0; nt < Bc / 8; nt += 2) {
-        uint32_t kb[4], vb[4];
-        const int key = nt * 8 + lane % 8 + 8 * (lane / 16), c = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<4>(kb, Ks + key * S + c);
-        attn::ldmatrix<4>(vb, Vs + key * S + c);
-        attn::mma_m16n8k16<T>(qk[nt], qa, {kb[0], kb[1]}, qk[nt]);
-        attn::mma_m16n8k16<T>(qk[nt + 1], qa, {kb[2], kb[3]}, qk[nt + 1]);
-        attn::mma_m16n8k16<T>(dov[nt], da, {vb[0], vb[1]}, dov[nt]);
-        attn::mma_m16n8k16<T>(dov[nt + 1], da, {vb[2], vb[3]}, dov[nt + 1]);
-      }
-    }
+    attn::warp_mma_abt2<T, D>(qk, dov, Qs, dOs, 16 * warp, Ks, Vs, stride, lane);
     // dS, element e of tile nt at row warp * 16 + g + 8 (e / 2), key j0 + 8 nt + 2t + e % 2, as
-    // in the dkdv_kernel; tiles 2k and 2k + 1 are A fragment k of dS (16 rows x 16 keys).
+    // dkdv_kernel computes it (its P * Z is not needed here); tiles 2k and 2k + 1 are A fragment k
+    // of dS (16 rows x 16 keys).
     uint32_t dsa[Bc / 16][4];
 #pragma unroll
     for (int nt = 0; nt < Bc / 8; ++nt) {
-      float ds[4];
+      float pz[4], ds[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = warp * 16 + g + 8 * (e / 2), i = i0 + r, j = j0 + nt * 8 + 2 * t + e % 2;
-        ds[e] = 0.0f;
-        if (i < p.seqlen_q && j < attn::row_keys_end(p, b, i)) {
-          const float prob = __expf(p.scale * qk[nt][e] - p.lse[row0 + r]);
-          const float z = attn::dropout_factor(attn::make_dropout(p.dropout, p.seed), b, h, i, j);
-          ds[e] = prob * (z * dov[nt][e] - delta[row0 + r]);
-        }
+        pair_terms(p, delta, b, h, i, j, row0 + r, qk[nt][e], dov[nt][e], pz[e], ds[e]);
       }
       dsa[nt / 2][2 * (nt % 2)] = attn::pack2<T>(ds[0], ds[1]);
       dsa[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(ds[2], ds[3]);
     }
-    // dQ += dS K: K stored [key][d] is the B operand [d][key] through ldmatrix.x4.trans, two
-    // 8-column tiles of d at a time, as V is in step 4's O += P V.
-#pragma unroll
-    for (int dt = 0; dt < D / 8; dt += 2)
-#pragma unroll
-      for (int kc = 0; kc < Bc / 16; ++kc) {
-        uint32_t kb[4];
-        const int key = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(kb, Ks + key * S + d);
-        attn::mma_m16n8k16<T>(dq[dt], dsa[kc], {kb[0], kb[1]}, dq[dt]);
-        attn::mma_m16n8k16<T>(dq[dt + 1], dsa[kc], {kb[2], kb[3]}, dq[dt + 1]);
-      }
+    // dQ += dS K: K stored [key][d] is the B operand [d][key] through ldmatrix.x4.trans, as V is in
+    // step 4's O += P V.
+    attn::warp_mma_ab<T>(dq, dsa, Ks, stride, lane);
   }
-#pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      // Element e of tile dt: row warp * 16 + g + 8 (e / 2), column 8 dt + 2t + e % 2.
-      const int r = warp * 16 + g + 8 * (e / 2), c = dt * 8 + 2 * t + e % 2;
-      if (i0 + r < p.seqlen_q)
-        static_cast<T*>(p.dq)[(row0 + r) * D + c] = attn::from_float<T>(p.scale * dq[dt][e]);
-    }
+  // dQ from the lane's own accumulators: the warp's 16 rows from i0 + 16 warp.
+  attn::store_tiles<T>(p.dq, row0 + 16 * warp, dq, p.scale, p.seqlen_q - i0 - 16 * warp);
 }
 
 void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
   const BackwardParams p = ctx.backward_params(forward);
   const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q;
   float* delta = ctx.scratch<float>("D", rows);
-  const unsigned bhk = p.batch * p.heads_kv, bh = p.batch * p.heads;
+  const unsigned bhk = p.batch * p.heads_kv;
   // The tallest query tile (the dq_kernel's) and a block's keys, one buffer of them.
   ctx.tile = {kRowsQ, Bc, 1};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
@@ -237,11 +181,10 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       const size_t smem = (2 * Bc + 2 * Br) * (D + kPad) * sizeof(T);
       attn::launch(dkdv_kernel<T, D>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem},
-                   p, static_cast<const float*>(delta));
+                   p, delta);
       const size_t dq_smem = (2 * kRowsQ + 2 * Bc) * (D + kPad) * sizeof(T);
-      const unsigned q_tiles = (p.seqlen_q + kRowsQ - 1) / kRowsQ;
-      attn::launch(dq_kernel<T, D>, {dim3(1, q_tiles, bh), dim3(kThreads), dq_smem}, p,
-                   static_cast<const float*>(delta));
+      const unsigned q_tiles = (p.seqlen_q + kRowsQ - 1) / kRowsQ, bh = p.batch * p.heads;
+      attn::launch(dq_kernel<T, D>, {dim3(1, q_tiles, bh), dim3(kThreads), dq_smem}, p, delta);
     });
   });
 }

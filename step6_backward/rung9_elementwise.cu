@@ -12,10 +12,12 @@
 // of their products (the chapter's section (l)). Now a tile's pairs are one straight run of
 // arithmetic: the mask is tested only in the tiles that cross the causal diagonal or the end of
 // the rows (every pair of the others is visible, as in step 4's rung 4.7) and dropout's
-// decisions are made only when dropout is on. The exponential is step 4's rung 4.6's, ex2 of a
-// fused multiply-add.
+// decisions are made only when dropout is on (tile_pairs). The exponential is step 4's rung
+// 4.6's, ex2 of a fused multiply-add. What a pair computes, pair_terms, is one function for both
+// kernels, as it has been since rung 7.
 #include <type_traits>
 
+#include "common/backward_tiles.h"
 #include "common/online_softmax.h"
 #include "common/ptx.h"
 #include "common/tiles.h"
@@ -62,22 +64,20 @@ __device__ __forceinline__ void tile_pairs(const attn::Dropout& drop, bool all_v
     pairs(std::true_type{}, std::false_type{});
 }
 
-// load_rows_16B's copy of kRows rows as cp.async: no registers, and nothing waits for it until
-// cp_async_wait. Rows at or past `valid_rows` are filled with zeros (a source size of 0 bytes).
-// The block's kThreads threads share the 16-byte pieces, each a fixed number of them: a loop the
-// compiler unrolls whole.
-template <int D, int kRows, typename T>
-__device__ __forceinline__ void load_rows_async(T* smem, int stride, const T* gmem,
-                                                int valid_rows) {
-  constexpr int kVecsPerRow = D / 8, kVecs = kRows * kVecsPerRow;
-#pragma unroll
-  for (int k = 0; k < (kVecs + kThreads - 1) / kThreads; ++k) {
-    const int v = k * kThreads + threadIdx.x, row = v / kVecsPerRow, col = v % kVecsPerRow * 8;
-    if (kVecs % kThreads != 0 && v >= kVecs) break;
-    const bool valid = row < valid_rows;
-    attn::cp_async_16(smem + row * stride + col, gmem + (valid ? row * D + col : 0),
-                      valid ? 16 : 0);
-  }
+// P_ij * Z_ij and dS_ij of the pair (i, j) of query head h, from its S_ij = q_i . k_j and
+// dO_i . v_j and its row's LSE_i * log2 e and D_i: P_ij = 2^(S_ij * scale * log2 e - LSE_i *
+// log2 e), one fused multiply-add and one ex2, Z_ij the dropout factor, dS_ij = P_ij (Z_ij dO_i .
+// v_j - D_i). Only the tests the warp's tile needs (tile_pairs): the mask where kMasked (zeros
+// where row i does not see key j, or is past the end), dropout's decision where kDropout.
+template <bool kMasked, bool kDropout>
+__device__ __forceinline__ void pair_terms(const BackwardParams& p, const attn::Dropout& drop,
+                                           int b, int h, int i, int j, float lse2, float d_i,
+                                           float s, float dp, float& pz, float& ds) {
+  const float prob = attn::exp2_ftz(s * (p.scale * kLog2e) - lse2);
+  const float z = kDropout ? attn::dropout_factor(drop, b, h, i, j) : 1.0f;
+  const bool visible = !kMasked || (i < p.seqlen_q && j < attn::row_keys_end(p, b, i));
+  pz = visible ? prob * z : 0.0f;
+  ds = visible ? prob * (z * dp - d_i) : 0.0f;
 }
 
 // One block per Bc keys of a key/value head, a warp per 16 of them. Shared memory: K and V of its
@@ -85,16 +85,15 @@ __device__ __forceinline__ void load_rows_async(T* smem, int stride, const T* gm
 // registers.
 template <typename T, int D>
 __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
-  constexpr int S = D + kPad;  // a shared row of K, V, Q or dO
+  constexpr int stride = D + kPad;  // a shared row of K, V, Q or dO
   const int tid = threadIdx.x, j0 = blockIdx.x * Bc;
   const int b = blockIdx.y / p.heads_kv, hk = blockIdx.y % p.heads_kv;
   const int group = p.heads / p.heads_kv;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int kw = 16 * warp;  // the warp's first key
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
-  const float c = p.scale * kLog2e;  // S_ij * c - LSE_i * log2 e: the exponent in base 2
   T* Ks = attn::shared_memory<T>();
-  T *Vs = Ks + Bc * S, *Qbuf = Vs + Bc * S, *dObuf = Qbuf + kStages * Br * S;
+  T *Vs = Ks + Bc * stride, *Qbuf = Vs + Bc * stride, *dObuf = Qbuf + kStages * Br * stride;
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
   // The query tiles a row of which sees one of the block's keys: in each head of the group, the
@@ -108,14 +107,14 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   // multiply them by zero, which a caller's NaN there would survive.
   auto load_tile = [&](int h, int i0, int stage) {  // head h's rows i0.. into buffer `stage`
     const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
-    load_rows_async<D, Br>(Qbuf + stage * Br * S, S, static_cast<const T*>(p.q) + row0 * D,
-                           len_q - i0);
-    load_rows_async<D, Br>(dObuf + stage * Br * S, S, static_cast<const T*>(p.dout) + row0 * D,
-                           len_q - i0);
+    attn::load_rows_async<D, Br, kThreads>(Qbuf + stage * Br * stride, stride, p.q, row0,
+                                           len_q - i0);
+    attn::load_rows_async<D, Br, kThreads>(dObuf + stage * Br * stride, stride, p.dout, row0,
+                                           len_q - i0);
   };
   // K and V (keys past the batch's key length: zeros) in one group with the first query tile.
-  load_rows_async<D, Bc>(Ks, S, static_cast<const T*>(p.k) + (kv0 + j0) * D, len_k - j0);
-  load_rows_async<D, Bc>(Vs, S, static_cast<const T*>(p.v) + (kv0 + j0) * D, len_k - j0);
+  attn::load_rows_async<D, Bc, kThreads>(Ks, stride, p.k, kv0 + j0, len_k - j0);
+  attn::load_rows_async<D, Bc, kThreads>(Vs, stride, p.v, kv0 + j0, len_k - j0);
   if (i_first < len_q) load_tile(hk * group, i_first, 0);
   attn::cp_async_commit();
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};  // the warp's 16 keys x D, as accumulator tiles
@@ -123,7 +122,7 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
     for (int i0 = i_first; i0 < len_q; i0 += Br) {
       const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
       const int stage = s++ % kStages;
-      const T *Qs = Qbuf + stage * Br * S, *dOs = dObuf + stage * Br * S;
+      const T *Qs = Qbuf + stage * Br * stride, *dOs = dObuf + stage * Br * stride;
       __syncthreads();  // every warp is done with the tile before, whose buffer the next takes
       // The next tile: this head's next one, or the next head's first.
       if (i0 + Br < len_q)
@@ -133,25 +132,11 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
       attn::cp_async_commit();             // (an empty group when there is no next tile)
       attn::cp_async_wait<kStages - 1>();  // all but the newest group: this tile has landed ...
       __syncthreads();                     // ... for every thread's copies
-      // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 16 rows, two accumulator tiles of
-      // 8 rows each: the A fragments of K and V as in rung 4, and one ldmatrix.x4 of Q (and of
-      // dO) gives the B fragments of both tiles, as step 4 loads K for two key tiles.
+      // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys (rows kw.. of Ks and Vs) x 16 rows,
+      // two accumulator tiles of 8 rows each: K's and V's rows are A fragments as in rung 4, Q's
+      // and dO's rows B fragments (common/backward_tiles.h).
       float qk[2][4] = {}, dov[2][4] = {};
-#pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        uint32_t ka[4], va[4], qb[4], dob[4];
-        const int key = kw + lane % 8 + 8 * (lane / 8 % 2), d = kc * 16 + 8 * (lane / 16);
-        attn::ldmatrix<4>(ka, Ks + key * S + d);
-        attn::ldmatrix<4>(va, Vs + key * S + d);
-        const int r = lane % 8 + 8 * (lane / 16), c = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<4>(qb, Qs + r * S + c);
-        attn::ldmatrix<4>(dob, dOs + r * S + c);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          attn::mma_m16n8k16<T>(qk[nt], ka, {qb[2 * nt], qb[2 * nt + 1]}, qk[nt]);
-          attn::mma_m16n8k16<T>(dov[nt], va, {dob[2 * nt], dob[2 * nt + 1]}, dov[nt]);
-        }
-      }
+      attn::warp_mma_abt2<T, D>(qk, dov, Ks, Vs, kw, Qs, dOs, stride, lane);
       // The lane's four rows, 8 nt + 2t + r2: LSE_i * log2 e and D_i, once a tile (a row past the
       // end reads nothing: its pairs are masked).
       float lse2[2][2], d_i[2][2];
@@ -176,17 +161,15 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = j0 + kw + g + 8 * (e / 2);
-            const float prob = attn::exp2_ftz(qk[nt][e] * c - lse2[nt][e % 2]);
-            const float z = kDropout ? attn::dropout_factor(drop, b, h, i, j) : 1.0f;
-            const bool visible = !kMasked || (i < p.seqlen_q && j < attn::row_keys_end(p, b, i));
-            pz[nt][e] = visible ? prob * z : 0.0f;
-            ds[nt][e] = visible ? prob * (z * dov[nt][e] - d_i[nt][e % 2]) : 0.0f;
+            pair_terms<kMasked, kDropout>(p, drop, b, h, i, j, lse2[nt][e % 2], d_i[nt][e % 2],
+                                          qk[nt][e], dov[nt][e], pz[nt][e], ds[nt][e]);
           }
       });
       // dV += (P * Z)^T dO and dK += dS^T Q on tensor cores. The two tiles' accumulators (rows
       // 0-7, 8-15) are the A fragment of the warp's 16 keys x 16 rows: a0a1 = tile 0's e = 0, 1,
       // a2a3 its e = 2, 3, a4a5 and a6a7 tile 1's. dO and Q are stored [row][d], and the B
-      // operand needs [d][row]: ldmatrix.x4.trans gives two 16-row x 8-d tiles of it.
+      // operand needs [d][row]: ldmatrix.x4.trans gives two 16-row x 8-d tiles of it
+      // (common/backward_tiles.h's warp_mma_ab2).
       uint32_t pa[4], dsa[4];  // P * Z and dS as A fragments: the warp's 16 keys x 16 rows
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
@@ -195,31 +178,13 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
         dsa[2 * nt] = attn::pack2<T>(ds[nt][0], ds[nt][1]);
         dsa[2 * nt + 1] = attn::pack2<T>(ds[nt][2], ds[nt][3]);
       }
-#pragma unroll
-      for (int dt = 0; dt < D / 8; dt += 2) {
-        uint32_t ob[4], qb[4];
-        const int r = lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(ob, dOs + r * S + d);
-        attn::ldmatrix<4, true>(qb, Qs + r * S + d);
-        attn::mma_m16n8k16<T>(dv[dt], pa, {ob[0], ob[1]}, dv[dt]);
-        attn::mma_m16n8k16<T>(dv[dt + 1], pa, {ob[2], ob[3]}, dv[dt + 1]);
-        attn::mma_m16n8k16<T>(dk[dt], dsa, {qb[0], qb[1]}, dk[dt]);
-        attn::mma_m16n8k16<T>(dk[dt + 1], dsa, {qb[2], qb[3]}, dk[dt + 1]);
-      }
+      attn::warp_mma_ab2<T>(dv, dk, pa, dsa, dOs, Qs, stride, lane);
     }
   attn::cp_async_wait<0>();  // nothing may be in flight when the block exits (K and V, where it
                              // computed no tile)
-#pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      // dK and dV from the lane's own accumulators: element e of tile dt is key kw + g + 8 (e / 2),
-      // column 8 dt + 2t + e % 2.
-      const int j = j0 + kw + g + 8 * (e / 2), c = dt * 8 + 2 * t + e % 2;
-      if (j >= p.seqlen_k) continue;
-      static_cast<T*>(p.dk)[(kv0 + j) * D + c] = attn::from_float<T>(p.scale * dk[dt][e]);
-      static_cast<T*>(p.dv)[(kv0 + j) * D + c] = attn::from_float<T>(dv[dt][e]);
-    }
+  // dK and dV from the lane's own accumulators: the warp's 16 keys from j0 + kw.
+  attn::store_tiles<T>(p.dk, kv0 + j0 + kw, dk, p.scale, p.seqlen_k - j0 - kw);
+  attn::store_tiles<T>(p.dv, kv0 + j0 + kw, dv, 1.0f, p.seqlen_k - j0 - kw);
 }
 
 // One block per kRowsQ query rows of a head, a warp per 16 of them: dQ of those rows, summed in
@@ -227,16 +192,16 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
 // two buffers of a key tile's K and V.
 template <typename T, int D>
 __global__ void dq_kernel(const BackwardParams p, const float* delta) {
-  constexpr int S = D + kPad, Bc = kDqKeys<D>;  // a shared row; the keys of a tile
+  constexpr int stride = D + kPad, Bc = kDqKeys<D>;  // a shared row; the keys of a tile
   const int b = blockIdx.z / p.heads, h = blockIdx.z % p.heads, i0 = blockIdx.y * kRowsQ;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   T* Qs = attn::shared_memory<T>();
-  T *dOs = Qs + kRowsQ * S, *Kbuf = dOs + kRowsQ * S, *Vbuf = Kbuf + kStages * Bc * S;
+  T *dOs = Qs + kRowsQ * stride, *Kbuf = dOs + kRowsQ * stride,
+    *Vbuf = Kbuf + kStages * Bc * stride;
   const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
   const int64_t kv0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
   const int keys_end = attn::tile_keys_end(p, b, i0, kRowsQ);
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
-  const float c = p.scale * kLog2e;
   // The warp's rows (element e: warp * 16 + g + 8 (e / 2)): LSE_i * log2 e and D_i, once.
   float lse2[2], d_i[2];
 #pragma unroll
@@ -246,14 +211,14 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
     d_i[r2] = i0 + r < p.seqlen_q ? delta[row0 + r] : 0.0f;
   }
   auto load_tile = [&](int j0, int stage) {  // the key tile at j0 into buffer `stage`
-    load_rows_async<D, Bc>(Kbuf + stage * Bc * S, S, static_cast<const T*>(p.k) + (kv0 + j0) * D,
-                           keys_end - j0);
-    load_rows_async<D, Bc>(Vbuf + stage * Bc * S, S, static_cast<const T*>(p.v) + (kv0 + j0) * D,
-                           keys_end - j0);
+    attn::load_rows_async<D, Bc, kThreads>(Kbuf + stage * Bc * stride, stride, p.k, kv0 + j0,
+                                           keys_end - j0);
+    attn::load_rows_async<D, Bc, kThreads>(Vbuf + stage * Bc * stride, stride, p.v, kv0 + j0,
+                                           keys_end - j0);
   };
   // Q and dO in one group with the first key tile.
-  load_rows_async<D, kRowsQ>(Qs, S, static_cast<const T*>(p.q) + row0 * D, p.seqlen_q - i0);
-  load_rows_async<D, kRowsQ>(dOs, S, static_cast<const T*>(p.dout) + row0 * D, p.seqlen_q - i0);
+  attn::load_rows_async<D, kRowsQ, kThreads>(Qs, stride, p.q, row0, p.seqlen_q - i0);
+  attn::load_rows_async<D, kRowsQ, kThreads>(dOs, stride, p.dout, row0, p.seqlen_q - i0);
   if (keys_end > 0) load_tile(0, 0);
   attn::cp_async_commit();
   // Every pair of a key tile is visible to the warp's rows when its first row w0 sees the tile's
@@ -262,86 +227,50 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
   const int visible_end = w0 + 16 <= attn::query_length(p, b) ? attn::row_keys_end(p, b, w0) : 0;
   float dq[D / 8][4] = {};  // the warp's 16 rows x D
   for (int j0 = 0, s = 0; j0 < keys_end; j0 += Bc, ++s) {
-    const T *Ks = Kbuf + s % kStages * Bc * S, *Vs = Vbuf + s % kStages * Bc * S;
+    const T *Ks = Kbuf + s % kStages * Bc * stride, *Vs = Vbuf + s % kStages * Bc * stride;
     __syncthreads();  // every warp is done with tile s - 1, whose buffer the next tile takes
     if (j0 + Bc < keys_end) load_tile(j0 + Bc, (s + 1) % kStages);
     attn::cp_async_commit();             // (an empty group when there is no next tile)
     attn::cp_async_wait<kStages - 1>();  // all but the newest group: tile s has landed ...
     __syncthreads();                     // ... for every thread's copies
-    // S = Q K^T and dP = dO V^T for the warp's 16 rows, as step 4's S: Q and dO rows are A
-    // fragments, K and V rows (stored [key][d]) B fragments, two key tiles per ldmatrix.x4.
+    // S = Q K^T and dP = dO V^T for the warp's 16 rows, as step 4's S: Q's and dO's rows are A
+    // fragments, K's and V's (stored [key][d]) B fragments.
     float qk[Bc / 8][4] = {}, dov[Bc / 8][4] = {};
-#pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc) {
-      uint32_t qa[4], da[4];
-      const int r = warp * 16 + lane % 8 + 8 * (lane / 8 % 2), d = kc * 16 + 8 * (lane / 16);
-      attn::ldmatrix<4>(qa, Qs + r * S + d);
-      attn::ldmatrix<4>(da, dOs + r * S + d);
-#pragma unroll
-      for (int nt = 0; nt < Bc / 8; nt += 2) {
-        uint32_t kb[4], vb[4];
-        const int key = nt * 8 + lane % 8 + 8 * (lane / 16), c = kc * 16 + 8 * (lane / 8 % 2);
-        attn::ldmatrix<4>(kb, Ks + key * S + c);
-        attn::ldmatrix<4>(vb, Vs + key * S + c);
-        attn::mma_m16n8k16<T>(qk[nt], qa, {kb[0], kb[1]}, qk[nt]);
-        attn::mma_m16n8k16<T>(qk[nt + 1], qa, {kb[2], kb[3]}, qk[nt + 1]);
-        attn::mma_m16n8k16<T>(dov[nt], da, {vb[0], vb[1]}, dov[nt]);
-        attn::mma_m16n8k16<T>(dov[nt + 1], da, {vb[2], vb[3]}, dov[nt + 1]);
-      }
-    }
+    attn::warp_mma_abt2<T, D>(qk, dov, Qs, dOs, 16 * warp, Ks, Vs, stride, lane);
     // dS, element e of tile nt at row warp * 16 + g + 8 (e / 2), key j0 + 8 nt + 2t + e % 2, as
-    // in the dkdv_kernel; tiles 2k and 2k + 1 are A fragment k of dS (16 rows x 16 keys).
+    // dkdv_kernel computes it (its P * Z is not needed here); tiles 2k and 2k + 1 are A fragment k
+    // of dS (16 rows x 16 keys).
     const bool all_visible = j0 + Bc <= visible_end;
-    float ds[Bc / 8][4];
+    uint32_t dsa[Bc / 16][4];
     tile_pairs(drop, all_visible, [&](auto masked, auto dropout) {
       constexpr bool kMasked = decltype(masked)::value, kDropout = decltype(dropout)::value;
 #pragma unroll
-      for (int nt = 0; nt < Bc / 8; ++nt)
+      for (int nt = 0; nt < Bc / 8; ++nt) {
+        float pz[4], ds[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int i = w0 + g + 8 * (e / 2), j = j0 + nt * 8 + 2 * t + e % 2;
-          const float prob = attn::exp2_ftz(qk[nt][e] * c - lse2[e / 2]);
-          const float z = kDropout ? attn::dropout_factor(drop, b, h, i, j) : 1.0f;
-          const bool visible = !kMasked || (i < p.seqlen_q && j < attn::row_keys_end(p, b, i));
-          ds[nt][e] = visible ? prob * (z * dov[nt][e] - d_i[e / 2]) : 0.0f;
+          const int r = warp * 16 + g + 8 * (e / 2), i = i0 + r, j = j0 + nt * 8 + 2 * t + e % 2;
+          pair_terms<kMasked, kDropout>(p, drop, b, h, i, j, lse2[e / 2], d_i[e / 2], qk[nt][e],
+                                        dov[nt][e], pz[e], ds[e]);
         }
-    });
-    uint32_t dsa[Bc / 16][4];
-#pragma unroll
-    for (int nt = 0; nt < Bc / 8; ++nt) {
-      dsa[nt / 2][2 * (nt % 2)] = attn::pack2<T>(ds[nt][0], ds[nt][1]);
-      dsa[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(ds[nt][2], ds[nt][3]);
-    }
-    // dQ += dS K: K stored [key][d] is the B operand [d][key] through ldmatrix.x4.trans, two
-    // 8-column tiles of d at a time, as V is in step 4's O += P V.
-#pragma unroll
-    for (int dt = 0; dt < D / 8; dt += 2)
-#pragma unroll
-      for (int kc = 0; kc < Bc / 16; ++kc) {
-        uint32_t kb[4];
-        const int key = kc * 16 + lane % 8 + 8 * (lane / 8 % 2), d = dt * 8 + 8 * (lane / 16);
-        attn::ldmatrix<4, true>(kb, Ks + key * S + d);
-        attn::mma_m16n8k16<T>(dq[dt], dsa[kc], {kb[0], kb[1]}, dq[dt]);
-        attn::mma_m16n8k16<T>(dq[dt + 1], dsa[kc], {kb[2], kb[3]}, dq[dt + 1]);
+        dsa[nt / 2][2 * (nt % 2)] = attn::pack2<T>(ds[0], ds[1]);
+        dsa[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(ds[2], ds[3]);
       }
+    });
+    // dQ += dS K: K stored [key][d] is the B operand [d][key] through ldmatrix.x4.trans, as V is in
+    // step 4's O += P V.
+    attn::warp_mma_ab<T>(dq, dsa, Ks, stride, lane);
   }
   attn::cp_async_wait<0>();  // nothing may be in flight when the block exits
-#pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      // Element e of tile dt: row warp * 16 + g + 8 (e / 2), column 8 dt + 2t + e % 2.
-      const int r = warp * 16 + g + 8 * (e / 2), c = dt * 8 + 2 * t + e % 2;
-      if (i0 + r < p.seqlen_q)
-        static_cast<T*>(p.dq)[(row0 + r) * D + c] = attn::from_float<T>(p.scale * dq[dt][e]);
-    }
+  // dQ from the lane's own accumulators: the warp's 16 rows from i0 + 16 warp.
+  attn::store_tiles<T>(p.dq, row0 + 16 * warp, dq, p.scale, p.seqlen_q - i0 - 16 * warp);
 }
 
 void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
   const BackwardParams p = ctx.backward_params(forward);
   const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q;
   float* delta = ctx.scratch<float>("D", rows);
-  const unsigned bhk = p.batch * p.heads_kv, bh = p.batch * p.heads;
+  const unsigned bhk = p.batch * p.heads_kv;
   // The tallest query tile (the dq_kernel's), a block's keys, and the buffers of the tiles walked.
   ctx.tile = {kRowsQ, Bc, kStages};
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
@@ -350,12 +279,11 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       const size_t smem = (2 * Bc + 2 * kStages * Br) * (D + kPad) * sizeof(T);
       attn::launch(dkdv_kernel<T, D>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem},
-                   p, static_cast<const float*>(delta));
+                   p, delta);
       constexpr int dq_keys = kDqKeys<D>;
       const size_t dq_smem = (2 * kRowsQ + 2 * kStages * dq_keys) * (D + kPad) * sizeof(T);
-      const unsigned q_tiles = (p.seqlen_q + kRowsQ - 1) / kRowsQ;
-      attn::launch(dq_kernel<T, D>, {dim3(1, q_tiles, bh), dim3(kThreads), dq_smem}, p,
-                   static_cast<const float*>(delta));
+      const unsigned q_tiles = (p.seqlen_q + kRowsQ - 1) / kRowsQ, bh = p.batch * p.heads;
+      attn::launch(dq_kernel<T, D>, {dim3(1, q_tiles, bh), dim3(kThreads), dq_smem}, p, delta);
     });
   });
 }

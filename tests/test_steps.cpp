@@ -839,9 +839,12 @@ TEST_CASE("step6 without its cp.async wait or either barrier of its pipeline fai
   const std::string file = "step6_backward/attention.cu";
   const int refill = line_of(file, "every warp is done with the tile before");
   const int landed = line_of(file, "for every thread's copies");
-  const int cp_async = line_of(file, "attn::cp_async_16(");
+  // The copy of a query tile's Q (common/backward_tiles.h's load_rows_async reports its caller's
+  // line, as the ldmatrix in warp_mma_abt2 does).
+  const int cp_async = line_of(file, "attn::load_rows_async<D, Br, kThreads>(Qbuf");
   REQUIRE(refill > 0);
   REQUIRE(landed > 0);
+  REQUIRE(cp_async > 0);
   REQUIRE(passes("greedy"));
   simt::testing::skip_cp_async_wait(true);
   CHECK_FALSE(passes("forward"));
