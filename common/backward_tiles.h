@@ -6,15 +6,15 @@
 //   load_rows          rows of a tensor into shared memory, zeros past the end (step 2's
 //                      load_rows_16B; rung 6.3 copies one element a thread at a time)
 //   load_rows_async    the same as cp.async, a fixed number of copies a thread (step 4's rung
-//                      4.5; rung 6.8 puts them in a two-stage pipeline)
+//                      4.5; rung 6.9 puts them in a two-stage pipeline)
 //   warp_mma_abt2      two products acc += A B^T, A and B rows in shared memory: step 4's
-//                      S = Q K^T (rung 6.7's S and dP), and the transposed S^T = K Q^T that rung
-//                      6.4 writes out by hand (rung 6.5's S^T and dP^T)
+//                      S = Q K^T (rung 6.8's S and dP), and the transposed S^T = K Q^T that rung
+//                      6.5 writes out by hand (rung 6.6's S^T and dP^T)
 //   warp_mma_ab(2)     acc += A B, A in registers as A fragments, B's rows in shared memory read
-//                      through ldmatrix.trans: step 4's O += P V (rung 4.2), rung 6.5's dV and dK
-//                      and rungs 6.6 and 6.7's dQ
+//                      through ldmatrix.trans: step 4's O += P V (rung 4.2), rung 6.6's dV and dK
+//                      and rungs 6.7 and 6.8's dQ
 //   store_tiles        a warp's accumulator tiles, scaled and rounded, into rows of a tensor
-//   atomic_add_tiles   the same added to an FP32 tensor with atomicAdd (rung 6.6's dQ)
+//   atomic_add_tiles   the same added to an FP32 tensor with atomicAdd (rung 6.7's dQ)
 //
 // Fragments and accumulators are common/ptx.h's (mma.sync m16n8k16): element e of accumulator
 // tile n of a warp's 16 x 8 NT tile is row g + 8 (e / 2), column 8 n + 2t + e % 2, where lane is

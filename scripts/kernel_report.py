@@ -505,7 +505,7 @@ def backward_rung_table(step, rows, toolkit):
                     found[dim] = r
             if not found:
                 raise SystemExit(f"kernel_report: {name}: no fp16 {kernel} on sm_80 in the build")
-            # Rungs 6.1-6.3 loop over the head dim at run time: one kernel for every D.
+            # Rungs 6.1-6.4 loop over the head dim at run time: one kernel for every D.
             at = {d: found.get(d, found.get(None)) for d in (64, 128)}
             cells.append(f"{at[64]['regs']} / {at[128]['regs']}" if at[64] is not at[128]
                          else f"{at[64]['regs']}")

@@ -21,10 +21,10 @@ LADDERS = {
                               ("pingpong", "rung4_pingpong.cu"), ("overlap", "rung5_overlap.cu"),
                               ("budget", "attention_sm90a.cu")],
     "step6_backward": [("math", "rung1_math.cu"), ("atomics", "rung2_atomics.cu"),
-                       ("tiles", "rung3_tiles.cu"), ("mma", "rung4_mma.cu"),
-                       ("registers", "rung5_registers.cu"), ("dq", "rung6_dq.cu"),
-                       ("deterministic", "rung7_deterministic.cu"),
-                       ("pipeline", "rung8_pipeline.cu"), ("elementwise", "rung9_elementwise.cu"),
+                       ("tiles", "rung3_tiles.cu"), ("fused", "rung4_fused.cu"),
+                       ("mma", "rung5_mma.cu"), ("registers", "rung6_registers.cu"),
+                       ("dq", "rung7_dq.cu"), ("deterministic", "rung8_deterministic.cu"),
+                       ("pipeline", "rung9_pipeline.cu"), ("elementwise", "rung10_elementwise.cu"),
                        ("taller", "attention.cu")],
 }
 # The variant a ladder leads to (its last rung), for the steps whose ladder starts from another.

@@ -30,6 +30,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung9 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung10 {
+ATTN_KERNEL_ENTRIES
+}
 
 // The tensor-core kernel is instantiated for these head dims only (attn::dispatch_head_dim); the
 // rungs before it loop over D at run time, and are held to the same list.
@@ -48,26 +51,28 @@ attn::StepInfo info() {
                 rung1),
       ATTN_RUNG("atomics", "dQ accumulated in FP32 with atomicAdd by the threads that compute dS",
                 rung2),
-      ATTN_RUNG("tiles",
-                "a block owns a tile of keys: dK and dV on chip, P and dS in shared memory", rung3),
+      ATTN_RUNG("tiles", "the pairs in tiles: a block reads its rows of Q, dO, K and V once",
+                rung3),
+      ATTN_RUNG("fused",
+                "a block owns a tile of keys: dK and dV on chip, P and dS in shared memory", rung4),
       ATTN_RUNG("mma", "S and dP on tensor cores: mma.sync with K and V rows as A fragments",
-                rung4),
+                rung5),
       ATTN_RUNG(
           "registers",
           "dV and dK on tensor cores: P * Z and dS reused from registers, dV and dK kept there",
-          rung5),
+          rung6),
       ATTN_RUNG("dq",
                 "dQ on tensor cores too: dS^T through shared memory in the dtype, ldmatrix.trans",
-                rung6),
+                rung7),
       ATTN_RUNG("deterministic",
-                "dQ in a pass of its own, summed in registers: no atomics, the same bits", rung7),
+                "dQ in a pass of its own, summed in registers: no atomics, the same bits", rung8),
       ATTN_RUNG("pipeline",
                 "the next tile's copies (cp.async) in flight while the warps compute on this one",
-                rung8),
+                rung9),
       ATTN_RUNG("elementwise",
                 "a tile's pairs in one straight run: rows' LSE and D_i once a tile, P by ex2, the "
                 "mask and dropout tested only where needed",
-                rung9),
+                rung10),
       {"taller",
        "dkdv_kernel's query tiles 64 rows tall, four 16-row slices a tile: its copies, barriers "
        "and loop paid once for four times the products",

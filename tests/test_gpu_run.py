@@ -558,7 +558,7 @@ class GpuRun(unittest.TestCase):
         self.assertEqual([n for n, _ in panels[0]["lines"]],
                          ["baseline_cublas", "torch_sdpa_flash"])
         # the backward's: step 6's rungs in course order, its own kernel last, SDPA's as a line
-        self.assertEqual([b[0] for b in panels[2]["bars"]], ["6.1 math", "6.6 dq", "6"])
+        self.assertEqual([b[0] for b in panels[2]["bars"]], ["6.1 math", "6.7 dq", "6"])
         self.assertEqual(panels[2]["lines"], [("torch_sdpa_flash_backward", 70.0)])
         self.assertAlmostEqual(panels[2]["bars"][0][4], 1.0)
 

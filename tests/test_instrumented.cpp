@@ -53,6 +53,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step6::rung9::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step6::rung10::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step2::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -188,19 +191,20 @@ TEST_CASE("instrumented step1 passes the matrix with no access reported", "[inst
 TEST_CASE("instrumented step6 and its tensor-core rungs pass the matrix with no access reported",
           "[instrumented]") {
   for (const auto& [name, fn] : {std::pair{"step6_backward", &step6::counted::run},
-                                 {"step6_backward[elementwise]", &step6::rung9::counted::run},
-                                 {"step6_backward[pipeline]", &step6::rung8::counted::run},
-                                 {"step6_backward[deterministic]", &step6::rung7::counted::run},
-                                 {"step6_backward[dq]", &step6::rung6::counted::run},
-                                 {"step6_backward[registers]", &step6::rung5::counted::run},
-                                 {"step6_backward[mma]", &step6::rung4::counted::run}})
+                                 {"step6_backward[elementwise]", &step6::rung10::counted::run},
+                                 {"step6_backward[pipeline]", &step6::rung9::counted::run},
+                                 {"step6_backward[deterministic]", &step6::rung8::counted::run},
+                                 {"step6_backward[dq]", &step6::rung7::counted::run},
+                                 {"step6_backward[registers]", &step6::rung6::counted::run},
+                                 {"step6_backward[mma]", &step6::rung5::counted::run}})
     run_matrix({.name = name, .cpu = fn, .backward = true}, "random:5", false);
 }
-TEST_CASE("instrumented step6 rungs math atomics and tiles pass the matrix with no access reported",
+TEST_CASE("instrumented step6 rungs math to fused pass the matrix with no access reported",
           "[instrumented]") {
   for (const auto& [name, fn] : {std::pair{"step6_backward[math]", &step6::rung1::counted::run},
                                  {"step6_backward[atomics]", &step6::rung2::counted::run},
-                                 {"step6_backward[tiles]", &step6::rung3::counted::run}})
+                                 {"step6_backward[tiles]", &step6::rung3::counted::run},
+                                 {"step6_backward[fused]", &step6::rung4::counted::run}})
     run_matrix({.name = name, .cpu = fn, .backward = true}, "random:5", false);
 }
 TEST_CASE("instrumented step2 passes the matrix with no access reported", "[instrumented]") {

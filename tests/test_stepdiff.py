@@ -77,9 +77,9 @@ class StepDiff(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         labels = [line.split()[0] for line in r.stdout.splitlines()]
         self.assertEqual(labels[:7], ["0", "1", "2.1", "2.2", "2", "3", "4.1"])
-        self.assertEqual(labels[-18:], ["4", "5", "5.1", "5.2", "5.3", "5.4", "5.5", "5:sm90a",
+        self.assertEqual(labels[-19:], ["4", "5", "5.1", "5.2", "5.3", "5.4", "5.5", "5:sm90a",
                                         "6.1", "6.2", "6.3", "6.4", "6.5", "6.6", "6.7", "6.8",
-                                        "6.9", "6"])
+                                        "6.9", "6.10", "6"])
         for lab in labels:  # every label it lists, it accepts
             self.assertEqual(run(lab, lab).returncode, 0, lab)
 

@@ -158,6 +158,7 @@ STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm90a")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "math")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "atomics")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "tiles")
+STEP_RUNG_MATRIX_TESTS("step6_backward", "fused")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "mma")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "registers")
 STEP_RUNG_MATRIX_TESTS("step6_backward", "dq")
@@ -393,8 +394,8 @@ TEST_CASE("the matrix wraps every kernel's K/V stages twice and gives it three q
   });
 }
 
-// Rung 6.7's promise, which the rungs after it keep: dQ, dK and dV are the same bits
-// under every schedule of the CPU backend (so from run to run on a GPU too). Rung 6.6, which adds
+// Rung 6.8's promise, which the rungs after it keep: dQ, dK and dV are the same bits
+// under every schedule of the CPU backend (so from run to run on a GPU too). Rung 6.7, which adds
 // dQ with atomicAdd, is the contrast: its dQ changes with the order in which the blocks reach an
 // element, which the schedules vary.
 TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq's dQ is not",
@@ -425,14 +426,14 @@ TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq
     CHECK(g.dk == first.dk);
     CHECK(g.dv == first.dv);
   }
-  // The pipeline (rung 6.8) changed how tiles arrive, not what is computed: rung 6.7's bits.
+  // The pipeline (rung 6.9) changed how tiles arrive, not what is computed: rung 6.8's bits.
   const attn::Gradients pipelined = grads("pipeline", "forward");
   const attn::Gradients unpipelined = grads("deterministic", "forward");
   CHECK(unpipelined.dq == pipelined.dq);
   CHECK(unpipelined.dk == pipelined.dk);
   CHECK(unpipelined.dv == pipelined.dv);
-  // Taller tiles (rung 6.10, the step's own) change where dkdv_kernel's rows come from, not the
-  // arithmetic or its order: rung 6.9's bits, with dropout (above) and without (every version
+  // Taller tiles (rung 6.11, the step's own) change where dkdv_kernel's rows come from, not the
+  // arithmetic or its order: rung 6.10's bits, with dropout (above) and without (every version
   // of the pairs' loop: the unmasked one too).
   const attn::Gradients sliced = grads("elementwise", "forward");
   CHECK(sliced.dq == first.dq);
@@ -698,10 +699,10 @@ TEST_CASE("the shorter problems reach step 6's tiles", "[steps]") {
                      << " key tiles of " << tile.rows << " x " << tile.keys);
       CHECK(r.first >= 3);
       CHECK(r.second >= 3);
-      // The buffers a block walks its tiles through (rungs 6.8 on have two): the first is used
+      // The buffers a block walks its tiles through (rungs 6.9 on have two): the first is used
       // again, in each walk (the dq_kernel's key tiles, as many as these 64-key ones or twice
       // as many at D = 128; the dkdv_kernel's query tiles, as many as these 64-row ones from
-      // rung 6.10 on, twice as many at D = 128, four times as many before).
+      // rung 6.11 on, twice as many at D = 128, four times as many before).
       CHECK((r.second - 1) / tile.stages >= 1);
       CHECK((r.first - 1) / tile.stages >= 1);
     }
@@ -818,7 +819,7 @@ TEST_CASE("step4 without the barrier at the end of its tile loop: a reported rac
                             Catch::Contains("has not landed"));
 }
 
-// Step 6's pipeline (rung 6.8) has step 4's three ways to go wrong: no cp.async wait, no barrier
+// Step 6's pipeline (rung 6.9) has step 4's three ways to go wrong: no cp.async wait, no barrier
 // after it (a thread reads the copies of another before they land for it), and no barrier before
 // the next tile's copies (a warp refills the buffer others still read). Each is caught.
 TEST_CASE("step6 without its cp.async wait or either barrier of its pipeline fails",
@@ -1197,8 +1198,8 @@ TEST_CASE("step5 sm90a faults in the ring, wgmma and the proxy are reported with
                       Catch::Contains(sm90a_line("attn::wgmma_ss<Bc, T>")));
     // Q's sign flipped by ordinary stores (common/hopper.h's negate_tile_rows), then read by wgmma
     // without fence.proxy.async.
-    r = sm90a_fault("fence_proxy_async_shared();  // Q's sign", Fault::skip, schedule, -0.2f,
-                    0, "common/hopper.h");
+    r = sm90a_fault("fence_proxy_async_shared();  // Q's sign", Fault::skip, schedule, -0.2f, 0,
+                    "common/hopper.h");
     CHECK_THAT(r, Catch::Contains("fence.proxy.async") && Catch::Contains(kStep5Hopper));
     // The ones of the row-sum product (P 1) stored without the fence: wgmma may not see them.
     r = sm90a_fault("fence_proxy_async_shared();  // the ones", Fault::skip, schedule);

@@ -1,20 +1,28 @@
-// Step 6, rung 8: the tiles a block walks stream through a two-stage cp.async pipeline.
+// Step 6, rung 10: a tile's elementwise work, done once a tile where it can be.
 //
 //   delta_kernel  D_i = rowsum(dO_i * O_i)
-//   dkdv_kernel   as in rung 7; the next query tile's Q and dO are copied (cp.async) into the
-//                 second of two buffers while the warps compute on the first
-//   dq_kernel     as in rung 7; the next key tile's K and V likewise
+//   dkdv_kernel   as in rung 9; P_ij = exp2(S_ij * scale * log2 e - LSE_i * log2 e), one fused
+//                 multiply-add and one ex2, with the lane's rows' LSE and D_i read once a tile
+//   dq_kernel     as in rung 9; its rows' LSE and D_i read once, before the key tiles, and so is
+//                 how far its warp's rows see every key
 //
-// In rung 7 every tile's loads went through registers and a barrier stopped the block until they
-// had landed: the tensor cores idle for a memory round trip a tile. Now the copy of tile n + 1 is
-// in flight while tile n is computed (step 4's rung 5, with two stages), and a thread waits only
-// for the copies of the tile it is about to read (common/backward_tiles.h's load_rows_async). The
-// arithmetic and its order are rung 7's: the same bits.
+// In rung 9 every pair (i, j) of a tile read its row's LSE and D_i from global memory again,
+// made dropout's parameters again (a conversion through double) and tested the mask, each test
+// a branch around the pair's work: its main loops issued three to four times the instructions
+// of their products (the chapter's compiled table). Now a tile's pairs are one straight run of
+// arithmetic: the mask is tested only in the tiles that cross the causal diagonal or the end of
+// the rows (every pair of the others is visible, as in step 4's rung 4.7) and dropout's
+// decisions are made only when dropout is on (tile_pairs). The exponential is step 4's rung
+// 4.6's, ex2 of a fused multiply-add. What a pair computes, pair_terms, is one function for both
+// kernels, as it has been since rung 8.
+#include <type_traits>
+
 #include "common/backward_tiles.h"
+#include "common/online_softmax.h"
 #include "common/ptx.h"
 #include "common/tiles.h"
 
-namespace step6::rung8::ATTN_BACKEND_NS {
+namespace step6::rung10::ATTN_BACKEND_NS {
 
 using attn::BackwardParams;
 
@@ -41,21 +49,35 @@ constexpr int kStages = 2;  // buffers of the tile a block walks: one computed, 
 // block's Q and dO would need more shared memory than an sm_89 or sm_120 SM has.
 template <int D>
 constexpr int kDqKeys = D < 128 ? Bc : Bc / 2;
+constexpr float kLog2e = float(online_softmax::kLog2e);
+
+// Runs pairs(masked, dropout), the elementwise work of a warp's tile, with only the tests the tile
+// needs: the mask where not every pair is visible, dropout's decisions where dropout is on.
+template <typename Pairs>
+__device__ __forceinline__ void tile_pairs(const attn::Dropout& drop, bool all_visible,
+                                           Pairs&& pairs) {
+  if (drop.enabled)
+    pairs(std::true_type{}, std::true_type{});
+  else if (all_visible)
+    pairs(std::false_type{}, std::false_type{});
+  else
+    pairs(std::true_type{}, std::false_type{});
+}
 
 // P_ij * Z_ij and dS_ij of the pair (i, j) of query head h, from its S_ij = q_i . k_j and
-// dO_i . v_j: P_ij from the LSE, Z_ij the dropout factor, dS_ij = P_ij (Z_ij dO_i . v_j - D_i), as
-// in rung 4 (`row` is row i's index into the LSE and D). Zeros where row i does not see key j, or
-// is past the end.
-__device__ __forceinline__ void pair_terms(const BackwardParams& p, const float* delta, int b,
-                                           int h, int i, int j, int64_t row, float s, float dp,
-                                           float& pz, float& ds) {
-  pz = ds = 0.0f;
-  if (i < p.seqlen_q && j < attn::row_keys_end(p, b, i)) {
-    const float prob = __expf(p.scale * s - p.lse[row]);
-    const float z = attn::dropout_factor(attn::make_dropout(p.dropout, p.seed), b, h, i, j);
-    pz = prob * z;
-    ds = prob * (z * dp - delta[row]);
-  }
+// dO_i . v_j and its row's LSE_i * log2 e and D_i: P_ij = 2^(S_ij * scale * log2 e - LSE_i *
+// log2 e), one fused multiply-add and one ex2, Z_ij the dropout factor, dS_ij = P_ij (Z_ij dO_i .
+// v_j - D_i). Only the tests the warp's tile needs (tile_pairs): the mask where kMasked (zeros
+// where row i does not see key j, or is past the end), dropout's decision where kDropout.
+template <bool kMasked, bool kDropout>
+__device__ __forceinline__ void pair_terms(const BackwardParams& p, const attn::Dropout& drop,
+                                           int b, int h, int i, int j, float lse2, float d_i,
+                                           float s, float dp, float& pz, float& ds) {
+  const float prob = attn::exp2_ftz(s * (p.scale * kLog2e) - lse2);
+  const float z = kDropout ? attn::dropout_factor(drop, b, h, i, j) : 1.0f;
+  const bool visible = !kMasked || (i < p.seqlen_q && j < attn::row_keys_end(p, b, i));
+  pz = visible ? prob * z : 0.0f;
+  ds = visible ? prob * (z * dp - d_i) : 0.0f;
 }
 
 // One block per Bc keys of a key/value head, a warp per 16 of them. Shared memory: K and V of its
@@ -69,13 +91,14 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
   const int group = p.heads / p.heads_kv;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int kw = 16 * warp;  // the warp's first key
+  const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
   T* Ks = attn::shared_memory<T>();
   T *Vs = Ks + Bc * stride, *Qbuf = Vs + Bc * stride, *dObuf = Qbuf + kStages * Br * stride;
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
   // The query tiles a row of which sees one of the block's keys: in each head of the group, the
   // tiles from i_first up to the batch's query length (the keys a tile's rows see only grow down
-  // the head, so the tiles rung 6.7 skipped one by one are those before i_first and the padding
+  // the head, so the tiles rung 6.8 skipped one by one are those before i_first and the padding
   // after). The block computes them in order, the s-th from buffer s % kStages.
   const int len_q = attn::query_length(p, b), len_k = attn::key_length(p, b);
   int i_first = 0;
@@ -110,21 +133,38 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta) {
       attn::cp_async_wait<kStages - 1>();  // all but the newest group: this tile has landed ...
       __syncthreads();                     // ... for every thread's copies
       // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys (rows kw.. of Ks and Vs) x 16 rows,
-      // two accumulator tiles of 8 rows each: K's and V's rows are A fragments as in rung 4, Q's
+      // two accumulator tiles of 8 rows each: K's and V's rows are A fragments as in rung 5, Q's
       // and dO's rows B fragments (common/backward_tiles.h).
       float qk[2][4] = {}, dov[2][4] = {};
       attn::warp_mma_abt2<T, D>(qk, dov, Ks, Vs, kw, Qs, dOs, stride, lane);
-      // Each pair the lane holds: element e of tile nt is key kw + g + 8 (e / 2), row
-      // 8 nt + 2t + e % 2. P_ij from the LSE, Z_ij, dP_ij and dS_ij, as in rung 4; P * Z and dS
-      // are kept, in the registers they were computed in.
-      float pz[2][4], ds[2][4];
+      // The lane's four rows, 8 nt + 2t + r2: LSE_i * log2 e and D_i, once a tile (a row past the
+      // end reads nothing: its pairs are masked).
+      float lse2[2][2], d_i[2][2];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = j0 + kw + g + 8 * (e / 2);
-          pair_terms(p, delta, b, h, i, j, row0 + r, qk[nt][e], dov[nt][e], pz[nt][e], ds[nt][e]);
+        for (int r2 = 0; r2 < 2; ++r2) {
+          const int r = 8 * nt + 2 * t + r2;
+          lse2[nt][r2] = i0 + r < p.seqlen_q ? p.lse[row0 + r] * kLog2e : 0.0f;
+          d_i[nt][r2] = i0 + r < p.seqlen_q ? delta[row0 + r] : 0.0f;
         }
+      // Each pair the lane holds: element e of tile nt is key kw + g + 8 (e / 2), row
+      // 8 nt + 2t + e % 2. P_ij from the LSE, Z_ij, dP_ij and dS_ij, as in rung 5; P * Z and dS
+      // are kept, in the registers they were computed in. Every pair of the warp's tile is
+      // visible when its first row sees the warp's last key and its last row is a real one.
+      const bool all_visible = i0 + Br <= len_q && attn::row_keys_end(p, b, i0) >= j0 + kw + 16;
+      float pz[2][4], ds[2][4];
+      tile_pairs(drop, all_visible, [&](auto masked, auto dropout) {
+        constexpr bool kMasked = decltype(masked)::value, kDropout = decltype(dropout)::value;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = j0 + kw + g + 8 * (e / 2);
+            pair_terms<kMasked, kDropout>(p, drop, b, h, i, j, lse2[nt][e % 2], d_i[nt][e % 2],
+                                          qk[nt][e], dov[nt][e], pz[nt][e], ds[nt][e]);
+          }
+      });
       // dV += (P * Z)^T dO and dK += dS^T Q on tensor cores. The two tiles' accumulators (rows
       // 0-7, 8-15) are the A fragment of the warp's 16 keys x 16 rows: a0a1 = tile 0's e = 0, 1,
       // a2a3 its e = 2, 3, a4a5 and a6a7 tile 1's. dO and Q are stored [row][d], and the B
@@ -161,6 +201,15 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
   const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
   const int64_t kv0 = (int64_t(b) * p.heads_kv + attn::kv_head(p, h)) * p.seqlen_k;
   const int keys_end = attn::tile_keys_end(p, b, i0, kRowsQ);
+  const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
+  // The warp's rows (element e: warp * 16 + g + 8 (e / 2)): LSE_i * log2 e and D_i, once.
+  float lse2[2], d_i[2];
+#pragma unroll
+  for (int r2 = 0; r2 < 2; ++r2) {
+    const int r = warp * 16 + g + 8 * r2;
+    lse2[r2] = i0 + r < p.seqlen_q ? p.lse[row0 + r] * kLog2e : 0.0f;
+    d_i[r2] = i0 + r < p.seqlen_q ? delta[row0 + r] : 0.0f;
+  }
   auto load_tile = [&](int j0, int stage) {  // the key tile at j0 into buffer `stage`
     attn::load_rows_async<D, Bc, kThreads>(Kbuf + stage * Bc * stride, stride, p.k, kv0 + j0,
                                            keys_end - j0);
@@ -172,6 +221,10 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
   attn::load_rows_async<D, kRowsQ, kThreads>(dOs, stride, p.dout, row0, p.seqlen_q - i0);
   if (keys_end > 0) load_tile(0, 0);
   attn::cp_async_commit();
+  // Every pair of a key tile is visible to the warp's rows when its first row w0 sees the tile's
+  // last key and its last row is a real one: tiles that end at or before visible_end.
+  const int w0 = i0 + warp * 16;
+  const int visible_end = w0 + 16 <= attn::query_length(p, b) ? attn::row_keys_end(p, b, w0) : 0;
   float dq[D / 8][4] = {};  // the warp's 16 rows x D
   for (int j0 = 0, s = 0; j0 < keys_end; j0 += Bc, ++s) {
     const T *Ks = Kbuf + s % kStages * Bc * stride, *Vs = Vbuf + s % kStages * Bc * stride;
@@ -187,18 +240,23 @@ __global__ void dq_kernel(const BackwardParams p, const float* delta) {
     // dS, element e of tile nt at row warp * 16 + g + 8 (e / 2), key j0 + 8 nt + 2t + e % 2, as
     // dkdv_kernel computes it (its P * Z is not needed here); tiles 2k and 2k + 1 are A fragment k
     // of dS (16 rows x 16 keys).
+    const bool all_visible = j0 + Bc <= visible_end;
     uint32_t dsa[Bc / 16][4];
+    tile_pairs(drop, all_visible, [&](auto masked, auto dropout) {
+      constexpr bool kMasked = decltype(masked)::value, kDropout = decltype(dropout)::value;
 #pragma unroll
-    for (int nt = 0; nt < Bc / 8; ++nt) {
-      float pz[4], ds[4];
+      for (int nt = 0; nt < Bc / 8; ++nt) {
+        float pz[4], ds[4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = warp * 16 + g + 8 * (e / 2), i = i0 + r, j = j0 + nt * 8 + 2 * t + e % 2;
-        pair_terms(p, delta, b, h, i, j, row0 + r, qk[nt][e], dov[nt][e], pz[e], ds[e]);
+        for (int e = 0; e < 4; ++e) {
+          const int r = warp * 16 + g + 8 * (e / 2), i = i0 + r, j = j0 + nt * 8 + 2 * t + e % 2;
+          pair_terms<kMasked, kDropout>(p, drop, b, h, i, j, lse2[e / 2], d_i[e / 2], qk[nt][e],
+                                        dov[nt][e], pz[e], ds[e]);
+        }
+        dsa[nt / 2][2 * (nt % 2)] = attn::pack2<T>(ds[0], ds[1]);
+        dsa[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(ds[2], ds[3]);
       }
-      dsa[nt / 2][2 * (nt % 2)] = attn::pack2<T>(ds[0], ds[1]);
-      dsa[nt / 2][2 * (nt % 2) + 1] = attn::pack2<T>(ds[2], ds[3]);
-    }
+    });
     // dQ += dS K: K stored [key][d] is the B operand [d][key] through ldmatrix.x4.trans, as V is in
     // step 4's O += P V.
     attn::warp_mma_ab<T>(dq, dsa, Ks, stride, lane);
@@ -230,4 +288,4 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
   });
 }
 
-}  // namespace step6::rung8::ATTN_BACKEND_NS
+}  // namespace step6::rung10::ATTN_BACKEND_NS

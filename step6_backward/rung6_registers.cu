@@ -1,15 +1,19 @@
-// Step 6, rung 6: dQ on tensor cores too; every product is an mma.
+// Step 6, rung 6: dV and dK on tensor cores, accumulated in registers.
 //
 //   delta_kernel  D_i = rowsum(dO_i * O_i), and row i of the FP32 dQ set to zero
-//   dkdv_kernel   as in rung 5, with dQ += scale dS K as mma.sync as well: dS^T goes to shared
-//                 memory in the dtype, straight from the A fragments the warps built for dK (one
-//                 32-bit store a register), and comes back as dQ's A fragments through
-//                 ldmatrix.trans; K's B fragments come through ldmatrix.trans as V's do in step 4
+//   dkdv_kernel   as in rung 5, S^T and dP^T from mma.sync, but each of the four warps owns 16
+//                 keys and all Br = 16 rows of the tile: its P * Z and dS, rounded to the dtype,
+//                 are A fragments as they stand, and dV += (P * Z)^T dO and dK += dS^T Q are
+//                 mma.sync too, into accumulators that stay in registers until the block ends;
+//                 dS still goes through shared memory (FP32) to the CUDA cores' dQ
 //   dq_kernel     dQ rounded to the dtype
 //
-// dQ sums over the block's keys, which are spread over its four warps (16 each), so dS has to
-// meet in shared memory; once there, a warp takes 16 columns of d of the tile's dQ at a time and
-// adds its terms to the FP32 dQ with atomicAdd, as before.
+// Step 4's rung 4.3 trick, transposed: two 16 x 8 accumulator tiles of S^T (16 keys x rows 0-7
+// and 8-15) have the layout of one 16 x 16 A fragment (keys x rows), which is what dV and dK
+// need, and dO and Q, stored [row][d], are their B operands through ldmatrix.trans (as V is in
+// step 4's O += P V). A warp's products come from common/backward_tiles.h (warp_mma_abt2 for S^T
+// and dP^T, rung 5's fragment loop over two 8-row tiles; warp_mma_ab2 for dV and dK), and a
+// pair's arithmetic, rung 5's, is a function of its own, pair_terms.
 #include "common/backward_tiles.h"
 #include "common/ptx.h"
 #include "common/tiles.h"
@@ -40,7 +44,7 @@ constexpr int kPad = 8;
 
 // P_ij * Z_ij and dS_ij of the pair (i, j) of query head h, from its S_ij = q_i . k_j and
 // dO_i . v_j: P_ij from the LSE, Z_ij the dropout factor, dS_ij = P_ij (Z_ij dO_i . v_j - D_i), as
-// in rung 4 (`row` is row i's index into the LSE and D). Zeros where row i does not see key j, or
+// in rung 5 (`row` is row i's index into the LSE and D). Zeros where row i does not see key j, or
 // is past the end.
 __device__ __forceinline__ void pair_terms(const BackwardParams& p, const float* delta, int b,
                                            int h, int i, int j, int64_t row, float s, float dp,
@@ -55,8 +59,8 @@ __device__ __forceinline__ void pair_terms(const BackwardParams& p, const float*
 }
 
 // One block per Bc keys of a key/value head, a warp per 16 of them. Shared memory: K and V of its
-// keys, Q and dO of the query tile (rows D + kPad long) and dS^T of the tile's pairs, keys by rows,
-// in the dtype; dK and dV are in the warps' registers.
+// keys, Q and dO of the query tile (rows D + kPad long) and dS of the tile's pairs; dK and dV are
+// in the warps' registers.
 template <typename T, int D>
 __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* dq_acc) {
   constexpr int stride = D + kPad;  // a shared row of K, V, Q or dO
@@ -67,7 +71,8 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
   const int kw = 16 * warp;  // the warp's first key
   T* Ks = attn::shared_memory<T>();
   T *Vs = Ks + Bc * stride, *Qs = Vs + Bc * stride, *dOs = Qs + Br * stride;
-  T* dSs = dOs + Br * stride;  // dS^T: Bc keys x Br rows, rows Br + kPad long (padded the same way)
+  // After (2 Bc + 2 Br) shared rows of 16-bit values, the FP32 arrays:
+  float* dS = reinterpret_cast<float*>(dOs + Br * stride);
 
   const int64_t kv0 = (int64_t(b) * p.heads_kv + hk) * p.seqlen_k;
   const int len_q = attn::query_length(p, b), len_k = attn::key_length(p, b);
@@ -79,27 +84,28 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
     for (int i0 = 0; i0 < p.seqlen_q; i0 += Br) {
       if (attn::tile_keys_end(p, b, i0, Br) <= j0) continue;  // no row of the tile sees a key
       const int64_t row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
-      __syncthreads();  // the tile before is done with Qs, dOs and dSs
+      __syncthreads();  // the tile before is done with Qs, dOs and dS
       // Rows past the batch's query length are zeros: their pairs are masked, and the products
       // multiply them by zero, which a caller's NaN there would survive.
       attn::load_rows<D>(Qs, stride, p.q, row0, Br, len_q - i0);
       attn::load_rows<D>(dOs, stride, p.dout, row0, Br, len_q - i0);
       __syncthreads();
       // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys (rows kw.. of Ks and Vs) x 16 rows,
-      // two accumulator tiles of 8 rows each: K's and V's rows are A fragments as in rung 4, Q's
+      // two accumulator tiles of 8 rows each: K's and V's rows are A fragments as in rung 5, Q's
       // and dO's rows B fragments (common/backward_tiles.h).
       float qk[2][4] = {}, dov[2][4] = {};
       attn::warp_mma_abt2<T, D>(qk, dov, Ks, Vs, kw, Qs, dOs, stride, lane);
       // Each pair the lane holds: element e of tile nt is key kw + g + 8 (e / 2), row
-      // 8 nt + 2t + e % 2. P_ij from the LSE, Z_ij, dP_ij and dS_ij, as in rung 4; P * Z and dS
+      // 8 nt + 2t + e % 2. P_ij from the LSE, Z_ij, dP_ij and dS_ij, as in rung 5; P * Z and dS
       // are kept, in the registers they were computed in.
       float pz[2][4], ds[2][4];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = j0 + kw + g + 8 * (e / 2);
+          const int jj = kw + g + 8 * (e / 2), r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = j0 + jj;
           pair_terms(p, delta, b, h, i, j, row0 + r, qk[nt][e], dov[nt][e], pz[nt][e], ds[nt][e]);
+          dS[r * Bc + jj] = ds[nt][e];
         }
       // dV += (P * Z)^T dO and dK += dS^T Q on tensor cores. The two tiles' accumulators (rows
       // 0-7, 8-15) are the A fragment of the warp's 16 keys x 16 rows: a0a1 = tile 0's e = 0, 1,
@@ -115,28 +121,14 @@ __global__ void dkdv_kernel(const BackwardParams p, const float* delta, float* d
         dsa[2 * nt + 1] = attn::pack2<T>(ds[nt][2], ds[nt][3]);
       }
       attn::warp_mma_ab2<T>(dv, dk, pa, dsa, dOs, Qs, stride, lane);
-      // dS^T into shared memory as dsa holds it: register k is key kw + g + 8 (k % 2), rows
-      // 8 (k / 2) + 2t and 8 (k / 2) + 2t + 1, one 32-bit store each.
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        *reinterpret_cast<uint32_t*>(dSs + (kw + g + 8 * (k % 2)) * (Br + kPad) + 8 * (k / 2) +
-                                     2 * t) = dsa[k];
-      __syncthreads();  // dS^T is in shared memory for every warp
-      // dQ += scale dS K: the tile's 16 rows x D, a warp per 16 columns of d at a time. dS (rows x
-      // keys) is stored keys by rows, so ldmatrix.x4.trans gives its A fragments (a0a1: rows 0-7
-      // of keys 0-7, a2a3: rows 8-15, a4a5 and a6a7: keys 8-15), and K, stored [key][d], is the B
-      // operand [d][key] through ldmatrix.x4.trans too: two 8-column tiles of d at a time.
-      for (int dp = warp; dp < D / 16; dp += kThreads / 32) {
-        uint32_t sa[Bc / 16][4];  // dS's A fragments, 16 keys each
-#pragma unroll
-        for (int kc = 0; kc < Bc / 16; ++kc) {
-          const int key = kc * 16 + lane % 8 + 8 * (lane / 16), row = 8 * (lane / 8 % 2);
-          attn::ldmatrix<4, true>(sa[kc], dSs + key * (Br + kPad) + row);
-        }
-        float dq[2][4] = {};
-        attn::warp_mma_ab<T>(dq, sa, Ks + 16 * dp, stride, lane);
-        // This block's term of each element, columns 16 dp .. 16 dp + 15 of the tile's rows.
-        attn::atomic_add_tiles(dq_acc + row0 * D + 16 * dp, D, dq, p.scale, p.seqlen_q - i0);
+      __syncthreads();  // dS is in shared memory for every thread
+      // dQ += scale dS K: this block's term of each element of the tile's rows.
+      for (int x = tid; x < Br * D; x += kThreads) {
+        if (i0 + x / D >= p.seqlen_q) continue;
+        float acc = 0.0f;
+        for (int jj = 0; jj < Bc; ++jj)
+          acc += dS[(x / D) * Bc + jj] * attn::to_float(Ks[jj * stride + x % D]);
+        atomicAdd(&dq_acc[row0 * D + x], p.scale * acc);
       }
     }
   // dK and dV from the lane's own accumulators: the warp's 16 keys from j0 + kw.
@@ -163,7 +155,7 @@ void run(const attn::AttentionParams& forward, attn::RunContext& ctx) {
     attn::launch(delta_kernel<T>, {dim3(static_cast<unsigned>((rows + 127) / 128)), dim3(128)}, p,
                  delta, dq_acc);
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
-      const size_t smem = ((2 * Bc + 2 * Br) * (D + kPad) + Bc * (Br + kPad)) * sizeof(T);
+      const size_t smem = (2 * Bc + 2 * Br) * (D + kPad) * sizeof(T) + Br * Bc * sizeof(float);
       attn::launch(dkdv_kernel<T, D>, {dim3((p.seqlen_k + Bc - 1) / Bc, bhk), dim3(kThreads), smem},
                    p, delta, dq_acc);
     });
