@@ -132,14 +132,14 @@ void fault_at(const char* file_suffix, int line, Fault fault, int value = 0);
 // appending to `events`, nullptr stops.
 struct SyncEvent {
   int block, thread;
-  std::string what;       // "wait", "wgmma" or "cp.async"
-  std::string label;      // the mbarrier's label ("full", "empty", ...); for a cp.async, where
-                          // its source is ("byte 264 of buffer 'Q' (2176 bytes)"); "" otherwise
-  uint32_t address;       // the mbarrier's shared address; 0 otherwise
-  uint32_t parity;        // the parity waited for; 0 otherwise
-  int line;               // the kernel line
-  uintptr_t source = 0;   // a cp.async's global source address; 0 otherwise
-  uint32_t launch = 0;    // the launch it happened in (the process's n-th)
+  std::string what;      // "wait", "wgmma" or "cp.async"
+  std::string label;     // the mbarrier's label ("full", "empty", ...); for a cp.async, where
+                         // its source is ("byte 264 of buffer 'Q' (2176 bytes)"); "" otherwise
+  uint32_t address;      // the mbarrier's shared address; 0 otherwise
+  uint32_t parity;       // the parity waited for; 0 otherwise
+  int line;              // the kernel line
+  uintptr_t source = 0;  // a cp.async's global source address; 0 otherwise
+  uint32_t launch = 0;   // the launch it happened in (the process's n-th)
 };
 void record_sync(std::vector<SyncEvent>* events);
 }  // namespace testing
