@@ -81,8 +81,9 @@ __device__ __forceinline__ void load_rows_async(T* smem, int stride, const void*
     for (int k = 0; k < (kRows + kRowsPerPass - 1) / kRowsPerPass; ++k) {
       if (kRows % kRowsPerPass != 0 && row + k * kRowsPerPass >= kRows) break;
       const bool valid = k * kRowsPerPass < rows_left;
-      cp_async_16(to + k * kRowsPerPass * stride, gmem + (valid ? from + k * kRowsPerPass * D : 0),
-                  valid ? 16 : 0 ATTN_PTX_CALLER);
+      attn::cp_async_16(to + k * kRowsPerPass * stride,
+                        gmem + (valid ? from + k * kRowsPerPass * D : 0),
+                        valid ? 16 : 0 ATTN_PTX_CALLER);
     }
   } else {
 #pragma unroll
@@ -90,8 +91,8 @@ __device__ __forceinline__ void load_rows_async(T* smem, int stride, const void*
       const int v = k * kThreads + threadIdx.x, row = v / kVecsPerRow, col = v % kVecsPerRow * 8;
       if (kVecs % kThreads != 0 && v >= kVecs) break;
       const bool valid = row < valid_rows;
-      cp_async_16(smem + row * stride + col, gmem + (valid ? row * D + col : 0),
-                  valid ? 16 : 0 ATTN_PTX_CALLER);
+      attn::cp_async_16(smem + row * stride + col, gmem + (valid ? row * D + col : 0),
+                        valid ? 16 : 0 ATTN_PTX_CALLER);
     }
   }
 }
