@@ -17,7 +17,8 @@ source file.
 Step 0 has no kernel: its streaming loop (step0_reference/streaming.cpp, the online softmax in
 plain C++) stands in for it, and the output says so. --list prints every step and rung in
 course order, one per line (label, file, the kernel's first comment line), as this script
-accepts them; each line's neighbour in the course is the line before it.
+accepts them; each line's neighbour in the course is the line before it, but for step 6's first
+rung, which is read against step 1 (the backward pass starts over as plain kernels).
 
 --ignore-comments drops // and /* */ comments (a line that held only a comment disappears), so
 that only code changes remain; --ignore-space compares lines with runs of blanks collapsed.
@@ -48,12 +49,17 @@ KERNELS["step0_reference"] = {"": "streaming.cpp"}
 KERNELS["step5_warpspecialized"] = {"sm80": "attention.cu", "sm90a": "attention_sm90a.cu"}
 # step -> its ladder, (rung name, kernel file) in course order (scripts/ladders.py).
 RUNGS = LADDERS
+# step -> the label its first kernel is read against, where that is not the kernel before it in
+# the course: the backward pass starts over as plain kernels, one thread per output element, as
+# the forward did in step 1, so its first rung is step 1's kernels with the gradients' formulas.
+READ_AGAINST = {"step6_backward": "1"}
 
 def course():
     """[(label, previous label or None, step, variant or rung, path)] in course order."""
     out, last = [], None
     for n, step in enumerate(STEPS):
         variants = list(KERNELS[step].items())
+        last = READ_AGAINST.get(step, last)
         first = f"{n}"
         if step in LADDER_VARIANT:  # the first variant, then the ladder to the other
             out.append((first, last, step, variants[0][0], ROOT / step / variants[0][1]))

@@ -4,12 +4,13 @@
 // an unnormalised accumulator acc[D], and never hold more than one block of scores. Part (a), the
 // Eigen FP64 reference (a tile of S at a time), is common/reference.cpp; the harness compares the
 // two at the end. Here, on the checked run, we also verify after every block that the state
-// equals the softmax over the keys seen so far (see README.md, "The invariant").
+// equals the softmax over the keys seen so far (see README.md, "The invariant"), with the
+// InvariantCheck of invariant_check.cpp.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <sstream>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "step0_reference/streaming.h"
@@ -20,37 +21,6 @@
 namespace step0 {
 
 using attn::AttentionParams;
-
-void InvariantCheck::add(float s, double keep, const float* v) {
-  const double e = std::exp(double(s) - M);
-  L += e;
-  for (size_t d = 0; d < U.size(); ++d) U[d] += e * keep * v[d];
-  seen_max = std::max(seen_max, s);
-}
-
-void InvariantCheck::verify(const online_softmax::State<float>& st, const std::vector<float>& acc,
-                            int b, int h, int i, int seen) const {
-  std::ostringstream why;
-  const double l_expected = L * std::exp(M - double(st.m));
-  if (st.m != seen_max) {
-    why << "m = " << st.m << " but the largest score seen is " << seen_max;
-  } else if (!(std::fabs(st.l - l_expected) <= 1e-4 * l_expected)) {
-    why << "l = " << st.l << " but sum_j exp(s_j - m) = " << l_expected;
-  } else {
-    for (size_t d = 0; d < U.size(); ++d) {
-      const double got = acc[d] / st.l, want = U[d] / L;
-      if (!(std::fabs(got - want) <= 1e-4 * (1 + std::fabs(want)))) {
-        why << "acc[" << d << "] / l = " << got << " but softmax(seen) . V = " << want;
-        break;
-      }
-    }
-  }
-  if (why.str().empty()) return;
-  std::ostringstream os;
-  os << "online-softmax invariant broken at b=" << b << " h=" << h << " i=" << i
-     << " after keys [0, " << seen << "): " << why.str();
-  throw std::runtime_error(os.str());
-}
 
 void streaming_attention(const AttentionParams& p, attn::RunContext& ctx) {
   const int Sq = p.seqlen_q, Sk = p.seqlen_k, D = p.dim;

@@ -1,5 +1,5 @@
 // Step 0, part (b): the streaming (online-softmax) attention on the CPU, and the check of its
-// invariant. See streaming.cpp and README.md.
+// invariant. See streaming.cpp, invariant_check.cpp and README.md.
 #pragma once
 
 #include <cmath>
