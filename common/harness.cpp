@@ -16,6 +16,7 @@
 #include "common/memory.h"
 #include "common/reference.h"
 #include "common/simt/counters.h"
+#include "common/simt/device.h"
 #include "common/simt/launch.h"
 #include "common/sol_model.h"
 #include "common/tensor_io.h"
@@ -597,13 +598,14 @@ ChosenBackend choose_backend(const StepInfo& step, const Options& opt,
     simt::set_schedule(simt::parse_schedule(opt.schedule));
   };
   if (!be) use_cpu_backend();
-  // The compute capability the kernels see (on the CPU backend SIMT_PRESENT_AS may name one: it
-  // is read, and refused if invalid, on every run), and the one the step needs
-  // (StepInfo::min_arch).
+  // The compute capability the kernels see (on the CPU backend SIMT_PRESENT_AS may name one, and
+  // SIMT_SMS its SM count: both are read, and refused if invalid, on every run), and the one the
+  // step needs (StepInfo::min_arch).
   const bool on_gpu = be->name() == "gpu";
   ComputeCapability cc;
   try {
     cc = compute_capability(*be);
+    if (!on_gpu) simt::sm_count();
   } catch (const std::invalid_argument& e) {
     return refuse(step.name + ": " + e.what());
   }

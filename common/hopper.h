@@ -6,7 +6,11 @@
 #include <type_traits>
 
 #include "common/ptx.h"
+#include "common/run_context.h"
 #include "common/tensor_map.h"
+#if !defined(__CUDACC__)
+#include "common/simt/device.h"
+#endif
 
 // The kernels exist for sm_90a (and the CPU backend, which emulates it); an nvcc pass for any
 // other architecture compiles an empty body (these files are only built for 90a, see
@@ -18,6 +22,19 @@
 #endif
 
 namespace attn {
+
+// The SMs of the device the kernels run on: a persistent grid launches this many blocks (or fewer,
+// when there are fewer tiles). On the CPU backend, those it presents (common/simt/device.h).
+inline unsigned sm_count() {
+#if defined(__CUDACC__)
+  int device = 0, sms = 0;
+  ATTN_CUDA_CHECK(cudaGetDevice(&device));
+  ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return unsigned(sms);
+#else
+  return unsigned(simt::sm_count());
+#endif
+}
 
 // The tensor map of a [outer][rows][D] tensor of 16-bit elements, in boxes of 64 columns x
 // box_rows rows, 128-byte swizzle: a box lands as box_rows rows of 128 bytes, 16-byte chunk c of

@@ -19,7 +19,7 @@ LADDERS = {
     "step5_warpspecialized": [("tma", "rung1_tma.cu"), ("wgmma", "rung2_wgmma.cu"),
                               ("warpgroups", "rung3_warpgroups.cu"),
                               ("pingpong", "rung4_pingpong.cu"), ("overlap", "rung5_overlap.cu"),
-                              ("budget", "attention_sm90a.cu")],
+                              ("budget", "rung6_budget.cu"), ("persistent", "attention_sm90a.cu")],
     "step6_backward": [("math", "rung1_math.cu"), ("atomics", "rung2_atomics.cu"),
                        ("tiles", "rung3_tiles.cu"), ("fused", "rung4_fused.cu"),
                        ("mma", "rung5_mma.cu"), ("registers", "rung6_registers.cu"),

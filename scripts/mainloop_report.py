@@ -13,7 +13,10 @@ How the loop is found, from the SASS that cuobjdump prints (addresses and branch
      a predicate operand: sm_120's "BRA.U UP0, target") also takes;
   2. loops: an edge to an address at or before its source is a back edge; its natural loop is
      the target (the header) and every block that reaches the source without passing the header;
-  3. the main loop is the loop whose hot path (4.) has the most tensor instructions (HMMA,
+  3. a loop that holds two separate loops with tensor instructions (a kernel's unmasked and
+     masked loops over key tiles) is a loop over work items, a persistent kernel's over query
+     tiles, and not the main loop; of the others, the main loop is the loop whose hot path (4.)
+     has the most tensor instructions (HMMA,
      HGMMA); among loops with as many, the one with the most in its whole body, then the one with
      the shortest hot path (a kernel that peels its masked tiles into a second loop has two; the
      unmasked one is the steady state);
@@ -215,14 +218,19 @@ def main_loop(sass):
         return None
     blocks, succ = blocks_of(instrs)
     candidates = []
-    for header, body, latches in loops_of(blocks, succ):
+    loops = loops_of(blocks, succ)
+    tensor_bodies = [b for _, b, _ in loops if any(counts_of(blocks[x])["tensor"] for x in b)]
+    for header, body, latches in loops:
         tensor = sum(counts_of(blocks[b])["tensor"] for b in body)
         if tensor == 0:
             continue
+        inside = [b2 for b2 in tensor_bodies if b2 < body]
+        work_loop = any(not (x & y) for x in inside for y in inside if x is not y)
         counts, path = hot_path(blocks, succ, header, body, latches)
         inner = [b2 for h2, b2, _ in loops_of(blocks, succ) if h2 != header and b2 < body]
         waits = sum(1 for b2 in inner if is_wait_loop(blocks, b2))
-        candidates.append(((counts["tensor"], tensor, -counts["total"]), counts, header, path,
+        candidates.append(((not work_loop, counts["tensor"], tensor, -counts["total"]), counts,
+                           header, path,
                            len(inner) - waits, waits))
     if not candidates:
         return None

@@ -32,6 +32,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung5 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung6 {
+ATTN_KERNEL_ENTRIES
+}
 
 // A rung of the sm90a ladder: its GPU copy exists where the build holds sm_90a code (elsewhere
 // --rung is refused before it runs, as --variant sm90a is: unavailable() below).
@@ -125,8 +128,11 @@ attn::StepInfo info() {
           STEP5_RUNG("pingpong", "the consumer warpgroups take turns issuing S = Q K^T", rung4),
           STEP5_RUNG("overlap", "S of tile n issued with P V of tile n - 1, the softmax beside it",
                      rung5),
-          {"budget", "wide key tiles, and the row sums as a wgmma with a matrix of ones", &run_cpu,
-           ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr, "sm90a"},
+          STEP5_RUNG("budget", "wide key tiles, and the row sums as a wgmma with a matrix of ones",
+                     rung6),
+          {"persistent", "a block per SM takes query tiles in turn, loading one as the last ends",
+           &run_cpu, ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr,
+           "sm90a"},
       }};
 }
 }  // namespace step5

@@ -4,6 +4,7 @@
 // backend's ordering checks see them. Step 6's are the gradient check's to see.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -36,6 +37,9 @@ namespace step5_wrong_stage::cpu {  // S = Q K^T from the slot after the tile's
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 
+namespace step5_q_empty::cpu {  // the producer's next Q loaded without waiting for "q_empty"
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step5_padding_barrier::cpu {  // rung 5.3's zero_padding without its named barrier
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -244,5 +248,46 @@ TEST_CASE("step 6 calling a warp tile all visible one key too soon fails the gra
         attn::run_step({.name = "step6 (planted)", .cpu = fn, .backward = true}, o);
     INFO(r.message << r.row.check.first_failure);
     CHECK(r.exit_code == (fn == &step6::cpu::run ? 0 : 1));
+  }
+}
+
+namespace {
+// An environment variable set for a scope, and put back as it was after.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* before = std::getenv(name);
+    had_ = before != nullptr;
+    if (had_) saved_ = before;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, saved_.c_str(), 1) : unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string saved_;
+};
+}  // namespace
+
+TEST_CASE("a persistent producer that loads the next Q before q_empty is reported at the wgmma",
+          "[planted]") {
+  // One SM (SIMT_SMS=1): the block takes all eight query tiles, and the producer, no longer
+  // waiting for the consumers to release Q, loads the next tile's Q over the one they still read.
+  const std::string file = "step5_warpspecialized/attention_sm90a.cu";
+  const int wgmma = line_of(file, "attn::wgmma_ss<Bc, T>(s,");
+  const int q_load = line_of(file, "attn::tma_load_3d(Qs + blk * Br * 64");
+  REQUIRE((wgmma > 0 && q_load > 0));
+  const ScopedEnv one_sm("SIMT_SMS", "1");
+  const attn::StepInfo step{.name = "planted", .cpu = &step5_q_empty::cpu::run_sm90a};
+  const attn::Problem p = attn_test::make(2, 2, 1, 200, 300, 64, attn::DType::bf16, true);
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    const std::string r = attn_test::run_boundary(step, "", "", p, 192, schedule);
+    INFO(schedule << ": " << r);
+    CHECK_THAT(
+        r, Catch::Contains("wgmma.mma_async at " + file + ":" + std::to_string(wgmma)) &&
+               Catch::Contains("the TMA load issued at " + file + ":" + std::to_string(q_load)) &&
+               Catch::Contains("has not landed"));
   }
 }

@@ -20,6 +20,7 @@
 
 #include "common/simt/block.h"
 #include "common/simt/counters.h"
+#include "common/simt/device.h"
 #include "common/simt/fiber.h"
 #include "common/simt/launch.h"
 #include "common/simt/memory.h"
@@ -742,6 +743,17 @@ namespace {
 std::mutex g_schedule_mutex;
 Schedule g_schedule;
 }  // namespace
+
+int sm_count() {
+  const char* env = std::getenv("SIMT_SMS");
+  if (env == nullptr || *env == '\0') return kDefaultSms;
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (*end != '\0' || n < 1 || n > 1024)
+    throw std::invalid_argument(std::string("SIMT_SMS=") + env +
+                                ": not a count of SMs (a whole number from 1 to 1024)");
+  return static_cast<int>(n);
+}
 
 Schedule parse_schedule(const std::string& s) {
   Schedule r;
