@@ -75,6 +75,10 @@ void* RunContext::scratch_bytes_for(const std::string& label, size_t bytes) {
   return ptr;
 }
 
+void zero_device(RunContext& ctx, void* ptr, size_t bytes) {
+  ctx.backend().zero(ptr, bytes);
+}
+
 BackwardParams RunContext::backward_params(const AttentionParams& p) const {
   if (backward == nullptr)
     throw std::logic_error(
@@ -126,6 +130,7 @@ class CpuBackend final : public Backend {
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void poison(void* dst, size_t bytes) override { std::memset(dst, kPoisonByte, bytes); }
+  void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
   double time_ms(const std::function<void()>& fn) override {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
@@ -286,6 +291,9 @@ class GpuBackend final : public Backend {
   }
   void poison(void* dst, size_t bytes) override {
     ATTN_CUDA_CHECK(cudaMemsetAsync(dst, kPoisonByte, bytes, stream_));
+  }
+  void zero(void* dst, size_t bytes) override {
+    ATTN_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
   }
   double time_ms(const std::function<void()>& fn) override {
     ATTN_CUDA_CHECK(cudaEventRecord(start_, stream_));

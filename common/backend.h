@@ -24,6 +24,9 @@ class Backend {
   virtual void download(void* dst, const void* src, size_t bytes) = 0;
   // Fills device memory with the poison byte (check.h): unwritten outputs are then detectable.
   virtual void poison(void* dst, size_t bytes) = 0;
+  // Sets device memory to zero, in the order of the launches that follow (a counter a kernel
+  // counts up from zero: attn::zero_device).
+  virtual void zero(void* dst, size_t bytes) = 0;
   // Runs `fn` once and returns how long it took in milliseconds (CUDA events on the GPU).
   virtual double time_ms(const std::function<void()>& fn) = 0;
   // Evicts the inputs from the GPU's L2 cache (by overwriting a buffer twice its size), so that a

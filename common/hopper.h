@@ -36,6 +36,10 @@ inline unsigned sm_count() {
 #endif
 }
 
+// Sets `bytes` of device memory at `ptr` to zero before the kernels launched next read it
+// (cudaMemsetAsync on the launch stream; on the CPU backend, memset). common/backend.cpp.
+void zero_device(RunContext& ctx, void* ptr, size_t bytes);
+
 // The tensor map of a [outer][rows][D] tensor of 16-bit elements, in boxes of 64 columns x
 // box_rows rows, 128-byte swizzle: a box lands as box_rows rows of 128 bytes, 16-byte chunk c of
 // row r at chunk c ^ (r % 8). Rows past `rows` and columns past D are zero-filled.

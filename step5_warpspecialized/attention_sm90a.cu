@@ -19,11 +19,16 @@
 //   slot:    n % kStages, phase n / kStages % 2, kept as running values
 //
 // The grid is persistent: as many blocks as the GPU has SMs (attn::sm_count), each taking query
-// tiles in turn, the block's w-th tile being work item blockIdx.x + w gridDim.x (a static order,
-// the query tiles of a head from its last, which sees the most keys under a causal mask, to its
-// first). The consumers release Q's buffer on "q_empty" once their last S = Q K^T has retired, so
-// that the producer loads the next tile's Q and K/V tiles while they finish the last P V and write
-// O. The ring's slot and phase and the ping-pong's turns run on from tile to tile.
+// tiles (work items) in turn. Without a mask every tile costs the same, and block x takes items
+// x, x + gridDim.x, ...: a head's tiles one after another, its K and V staying in L2. With a causal
+// mask a query tile sees more keys the later it lies, so the items run longest first (every head's
+// last tile, then every head's tile before it, ...), and a block that finishes one takes the next
+// item no block has taken, from a counter in global memory (its producer's atomicAdd): the long
+// tiles spread over the SMs first and the short ones fill the gaps they leave. The producer passes
+// the item to the consumers in shared memory, with Q. The consumers release Q's buffer on
+// "q_empty" once their last S = Q K^T has retired, so that the producer loads the next tile's Q
+// and K/V tiles while they finish the last P V and write O. The ring's slot and phase and the
+// ping-pong's turns run on from tile to tile.
 //
 // Tiles are Bc = 192 keys wide at D = 64 and 128 above (64 with dropout): the instructions a tile
 // costs besides its scores (rescaling O, the maxima's shuffles, the barriers) spread over more
@@ -73,7 +78,7 @@ template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(sm90a::kThreads, 1)
     attention_kernel_sm90a(const AttentionParams p, const __grid_constant__ attn::TensorMap map_q,
                            const __grid_constant__ attn::TensorMap map_k,
-                           const __grid_constant__ attn::TensorMap map_v) {
+                           const __grid_constant__ attn::TensorMap map_v, int* tile_counter) {
 #if ATTN_SM90A_BODY
   using namespace sm90a;
   constexpr int Bc = kKeysPerTile<D, kDropout>;
@@ -84,6 +89,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   uint64_t* empty = full + kStages;  // full[s]: slot s has landed; empty[s]: slot s was read
   uint64_t* q_full = empty + kStages;
   uint64_t* q_empty = q_full + 1;  // q_full: Q has landed; q_empty: Q was read
+  int* tile_item = reinterpret_cast<int*>(q_empty + 1);  // the work item whose Q is in Qs
   // The warpgroup as a value the compiler knows to be the same in every lane of a warp (a
   // shuffle's result), so that the descriptors derived from it live in uniform registers.
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
@@ -91,7 +97,13 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   const int g = lane / 4, t = lane % 4;  // this lane holds rows g and g + 8 of its warp's 16
   const int group = warpgroup - 1;       // consumer warpgroup 0 or 1: rows 64 group .. + 63
   const int row0 = 64 * group + 16 * (warp % 4) + g;  // this lane's rows: row0, row0 + 8
-  const int q_tiles = (p.seqlen_q + Br - 1) / Br, n_items = q_tiles * p.batch * p.heads;
+  const int q_tiles = (p.seqlen_q + Br - 1) / Br, n_bh = p.batch * p.heads;
+  const int n_items = q_tiles * n_bh;
+  // A work item's (batch, head) and query tile: with a causal mask, longest first.
+  auto bh_of = [&](int item) { return p.causal ? item % n_bh : item / q_tiles; };
+  auto i0_of = [&](int item) {
+    return (q_tiles - 1 - (p.causal ? item / n_bh : item % q_tiles)) * Br;
+  };
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
   constexpr uint32_t kSlotBytes = 2 * Tile<D>::elements(Bc) * sizeof(T);  // K and V
 
@@ -118,18 +130,21 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   }
   __syncthreads();  // the barriers exist before anyone uses them (the block's only __syncthreads)
 
-  // The block's query tiles, in both roles' loops: the w-th is work item blockIdx.x + w gridDim.x,
-  // (batch, head) bh = item / q_tiles, its query tiles from the last to the first.
   if (warpgroup == 0) {  // the producer warpgroup: Q, then every K/V tile through the ring
     attn::setmaxnreg_dec<kProducerRegs>();
     if (warp == 0 && attn::elect_one()) {  // one thread issues every copy
       int loads = 0;                       // K/V tiles loaded, of every query tile so far
-      for (int w = 0, item = blockIdx.x; item < n_items; ++w, item += gridDim.x) {
-        const int bh = item / q_tiles, b = bh / p.heads, h = bh % p.heads;
-        const int i0 = (q_tiles - 1 - item % q_tiles) * Br;
+      for (int w = 0, item = blockIdx.x;; ++w) {
+        attn::mbarrier_wait_parity(q_empty, (w % 2) ^ 1);  // the last tile's Q was read
+        *tile_item = item;      // read by the consumers once q_full's phase completes
+        if (item >= n_items) {  // none left: the consumers wake to the item and stop
+          attn::mbarrier_arrive(q_full);
+          break;
+        }
+        const int bh = bh_of(item), b = bh / p.heads, h = bh % p.heads;
+        const int i0 = i0_of(item);
         const int n_tiles = (attn::tile_keys_end(p, b, i0, Br) + Bc - 1) / Bc;
         const int kv_bh = b * p.heads_kv + attn::kv_head(p, h);
-        attn::mbarrier_wait_parity(q_empty, (w % 2) ^ 1);  // the last tile's Q was read
         // Boxes past the tensor's last row arrive as zeros (and count).
         attn::mbarrier_arrive_expect_tx(q_full, Tile<D>::elements(Br) * sizeof(T));
         for (int blk = 0; blk < Tile<D>::kBlocks; ++blk)
@@ -146,6 +161,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
             attn::tma_load_3d(v_slot + blk * Bc * 64, &map_v, &full[s], 64 * blk, j0, kv_bh);
           }
         }
+        item = p.causal ? atomicAdd(tile_counter, 1) + int(gridDim.x) : item + int(gridDim.x);
       }
     }
     return;
@@ -157,9 +173,12 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   // % 2, from the slot before the first; and the ping-pong's turns (below), over every query tile.
   int slot = kStages - 1, turn = 0;
   uint32_t phase = 1;
-  for (int w = 0, item = blockIdx.x; item < n_items; ++w, item += gridDim.x) {
-    const int bh = item / q_tiles, b = bh / p.heads, h = bh % p.heads;
-    const int i0 = (q_tiles - 1 - item % q_tiles) * Br;
+  for (int w = 0;; ++w) {
+    attn::mbarrier_wait_parity(q_full, w % 2);  // Q has landed, and its item
+    const int item = *tile_item;
+    if (item >= n_items) break;
+    const int bh = bh_of(item), b = bh / p.heads, h = bh % p.heads;
+    const int i0 = i0_of(item);
     const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
 
     // Keys each of this lane's two rows sees, and keys any row of the block sees (see step 3).
@@ -172,8 +191,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     // unmasked tiles' result: see the epilogue).
     const int n_unmasked = min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);
 
-    attn::mbarrier_wait_parity(q_full, w % 2);  // Q has landed
-    T* q_group = Qs + group * 64 * 64;          // this warpgroup's 64 rows, in each 64-column block
+    T* q_group = Qs + group * 64 * 64;  // this warpgroup's 64 rows, in each 64-column block
     // A negative scale is folded into Q once (flip the sign bit of each 16-bit element), so that
     // the softmax below only ever sees a positive scale (common/online_softmax.h); in shared memory
     // now, and every warp of the warpgroup must have fenced its stores before any of them issues a
@@ -443,7 +461,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   }
   if (group == 0 && turn > 0) attn::named_barrier_sync(kTurnBarrier, 2 * 128);
 #else
-  (void)p, (void)map_q, (void)map_k, (void)map_v;
+  (void)p, (void)map_q, (void)map_k, (void)map_v, (void)tile_counter;
 #endif
 }
 
@@ -451,6 +469,8 @@ void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
   using namespace sm90a;
   const unsigned bh = p.batch * p.heads;
   const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
+  int* counter = ctx.scratch<int>("tile counter", 1);
+  if (p.causal) attn::zero_device(ctx, counter, sizeof(int));  // the causal items' counter
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       auto run = [&]<bool kDropout>() {
@@ -464,10 +484,10 @@ void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
             attn::head_tensor_map<T>(p.v, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
         const size_t smem =
             (Tile<D>::elements(Br) + kStages * 2 * Tile<D>::elements(Bc) + kOnes) * sizeof(T) +
-            (2 * kStages + 2) * sizeof(uint64_t);
+            (2 * kStages + 3) * sizeof(uint64_t);
         attn::launch(attention_kernel_sm90a<T, D, kDropout>,
                      {dim3(std::min(q_tiles * bh, attn::sm_count())), dim3(kThreads), smem}, p, mq,
-                     mk, mv);
+                     mk, mv, counter);
       };
       if (p.dropout > 0.0f)
         run.template operator()<true>();

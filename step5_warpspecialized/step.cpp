@@ -35,6 +35,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung6 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung7 {
+ATTN_KERNEL_ENTRIES
+}
 
 // A rung of the sm90a ladder: its GPU copy exists where the build holds sm_90a code (elsewhere
 // --rung is refused before it runs, as --variant sm90a is: unavailable() below).
@@ -130,9 +133,11 @@ attn::StepInfo info() {
                      rung5),
           STEP5_RUNG("budget", "wide key tiles, and the row sums as a wgmma with a matrix of ones",
                      rung6),
-          {"persistent", "a block per SM takes query tiles in turn, loading one as the last ends",
-           &run_cpu, ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr,
-           "sm90a"},
+          STEP5_RUNG("persistent",
+                     "a block per SM takes query tiles in turn, loading one as the last ends",
+                     rung7),
+          {"lpt", "causal tiles longest first, each to the block that is free first", &run_cpu,
+           ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr, "sm90a"},
       }};
 }
 }  // namespace step5

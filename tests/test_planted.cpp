@@ -40,6 +40,9 @@ void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step5_q_empty::cpu {  // the producer's next Q loaded without waiting for "q_empty"
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step5_no_wake::cpu {  // the producer out of work items without waking the consumers
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step5_padding_barrier::cpu {  // rung 5.3's zero_padding without its named barrier
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -289,5 +292,27 @@ TEST_CASE("a persistent producer that loads the next Q before q_empty is reporte
         r, Catch::Contains("wgmma.mma_async at " + file + ":" + std::to_string(wgmma)) &&
                Catch::Contains("the TMA load issued at " + file + ":" + std::to_string(q_load)) &&
                Catch::Contains("has not landed"));
+  }
+}
+
+TEST_CASE("a persistent producer out of work that does not wake the consumers is a deadlock",
+          "[planted]") {
+  // The consumers learn that the work has run out from the item the producer hands them with
+  // q_full; without that arrival they wait at their q_full wait forever, causal (items from the
+  // counter) or not (items in a static order), whatever the order the blocks run in.
+  const std::string file = "step5_warpspecialized/attention_sm90a.cu";
+  const int wait = line_of(file, "attn::mbarrier_wait_parity(q_full, w % 2);");
+  REQUIRE(wait > 0);
+  const ScopedEnv two_sms("SIMT_SMS", "2");
+  const attn::StepInfo step{.name = "planted", .cpu = &step5_no_wake::cpu::run_sm90a};
+  for (const bool causal : {true, false}) {
+    const attn::Problem p = attn_test::make(2, 2, 1, 200, 300, 64, attn::DType::bf16, causal);
+    for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+      const std::string r = attn_test::run_boundary(step, "", "", p, 192, schedule);
+      INFO(schedule << (causal ? " causal: " : ": ") << r);
+      CHECK_THAT(r, Catch::Contains("deadlock") &&
+                        Catch::Contains("on mbarrier q_full at shared") &&
+                        Catch::Contains(file + ":" + std::to_string(wait)));
+    }
   }
 }
