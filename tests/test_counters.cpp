@@ -14,6 +14,7 @@
 #include "common/harness.h"
 #include "common/simt/counters.h"
 #include "tests/matrix.h"
+#include "tests/scoped_env.h"
 #include "tests/simt_buffer.h"
 #include "tests/source_line.h"
 #include "tests/steps.h"
@@ -31,6 +32,18 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 namespace step2_unpadded::cpu {  // step 2 with kPad = 0
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5::rung6::counted {  // a block per query tile
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5::rung7::counted {  // persistent, static order
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5::counted {  // persistent, causal tiles from the counter
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5_twice::cpu {  // the counter's items not offset by the grid's first ones
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 
 using simt::counters::Counts;
@@ -182,11 +195,10 @@ TEST_CASE("counters: float atomicAdd counts the same under every number of worke
     INFO("SIMT_WORKERS=" << workers);
     attn_test::DeviceBuf<float> out(32, "out");
     std::fill(out.ptr, out.ptr + 32, 0.0f);
-    const char* before = std::getenv("SIMT_WORKERS");
-    const std::string saved = before ? before : "";
-    setenv("SIMT_WORKERS", workers, 1);
-    const Report r = count([&] { counters_kernels::run_atomic_adds(out.ptr, kBlocks, kTimes); });
-    before ? setenv("SIMT_WORKERS", saved.c_str(), 1) : unsetenv("SIMT_WORKERS");
+    const Report r = [&] {
+      const attn_test::ScopedEnv env("SIMT_WORKERS", workers);
+      return count([&] { counters_kernels::run_atomic_adds(out.ptr, kBlocks, kTimes); });
+    }();
     for (int l = 0; l < 32; ++l) REQUIRE(out.ptr[l] == float(kBlocks * kTimes));
     const Counts& c = r.total;  // the kernel's only global accesses are its atomics
     CHECK(c.gld_requests == uint64_t(kBlocks * kTimes));
@@ -357,4 +369,33 @@ TEST_CASE("step 2 without its padding: bank conflicts at its shared reads", "[co
   const Counts c =
       at(bad, "step2_tiled/attention.cu", "dot += attn::to_float(Qs[r * (D + kPad) + d])");
   CHECK(c.lds_conflicts() > 0);
+}
+
+// Rungs 5.7 and 5.8 give each block several query tiles, from a static order or (causal, 5.8) a
+// counter. Each tile taken once loads its Q once, as rung 5.6 does with a block per tile: the
+// count at the line of Q's TMA load is the same on any number of SMs. A tile taken twice loads
+// its Q twice; one never taken, not at all.
+TEST_CASE("step 5's persistent grids load each query tile's Q once, on any number of SMs",
+          "[counters][budget]") {
+  const std::string file = "step5_warpspecialized/attention_sm90a.cu";
+  const std::string q_load = "attn::tma_load_3d(Qs + blk * Br * 64";
+  for (const bool causal : {false, true}) {
+    const attn::Problem p = attn_test::make(2, 3, 1, 300, 300, 64, attn::DType::bf16, causal);
+    const uint64_t once =
+        at(counted(&step5::rung6::counted::run, p), "step5_warpspecialized/rung6_budget.cu", q_load)
+            .tma_copies;
+    CHECK(once == 2 * 3 * 3);  // 3 query tiles of 128 rows for each of 6 heads, one box each
+    for (const char* sms : {"1", "2", "5"}) {
+      const attn_test::ScopedEnv env("SIMT_SMS", sms);
+      INFO((causal ? "causal, " : "") << "SIMT_SMS=" << sms);
+      CHECK(at(counted(&step5::rung7::counted::run, p), "step5_warpspecialized/rung7_persistent.cu",
+               q_load)
+                .tma_copies == once);
+      CHECK(at(counted(&step5::counted::run_sm90a, p), file, q_load).tma_copies == once);
+      // The planted copy takes the grid's first items again from the counter (causal only).
+      const uint64_t planted =
+          at(counted(&step5_twice::cpu::run_sm90a, p), file, q_load).tma_copies;
+      CHECK(planted == (causal ? once + std::min<uint64_t>(once, std::stoul(sms)) : once));
+    }
+  }
 }

@@ -4,11 +4,11 @@
 // backend's ordering checks see them. Step 6's are the gradient check's to see.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include "tests/boundary.h"
+#include "tests/scoped_env.h"
 #include "tests/source_line.h"
 
 namespace step4_unmasked::cpu {  // the unmasked-tile count from row_keys_end(...) + 1
@@ -254,26 +254,6 @@ TEST_CASE("step 6 calling a warp tile all visible one key too soon fails the gra
   }
 }
 
-namespace {
-// An environment variable set for a scope, and put back as it was after.
-struct ScopedEnv {
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* before = std::getenv(name);
-    had_ = before != nullptr;
-    if (had_) saved_ = before;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? setenv(name_, saved_.c_str(), 1) : unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string saved_;
-};
-}  // namespace
-
 TEST_CASE("a persistent producer that loads the next Q before q_empty is reported at the wgmma",
           "[planted]") {
   // One SM (SIMT_SMS=1): the block takes all eight query tiles, and the producer, no longer
@@ -282,7 +262,7 @@ TEST_CASE("a persistent producer that loads the next Q before q_empty is reporte
   const int wgmma = line_of(file, "attn::wgmma_ss<Bc, T>(s,");
   const int q_load = line_of(file, "attn::tma_load_3d(Qs + blk * Br * 64");
   REQUIRE((wgmma > 0 && q_load > 0));
-  const ScopedEnv one_sm("SIMT_SMS", "1");
+  const attn_test::ScopedEnv one_sm("SIMT_SMS", "1");
   const attn::StepInfo step{.name = "planted", .cpu = &step5_q_empty::cpu::run_sm90a};
   const attn::Problem p = attn_test::make(2, 2, 1, 200, 300, 64, attn::DType::bf16, true);
   for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
@@ -303,7 +283,7 @@ TEST_CASE("a persistent producer out of work that does not wake the consumers is
   const std::string file = "step5_warpspecialized/attention_sm90a.cu";
   const int wait = line_of(file, "attn::mbarrier_wait_parity(q_full, w % 2);");
   REQUIRE(wait > 0);
-  const ScopedEnv two_sms("SIMT_SMS", "2");
+  const attn_test::ScopedEnv two_sms("SIMT_SMS", "2");
   const attn::StepInfo step{.name = "planted", .cpu = &step5_no_wake::cpu::run_sm90a};
   for (const bool causal : {true, false}) {
     const attn::Problem p = attn_test::make(2, 2, 1, 200, 300, 64, attn::DType::bf16, causal);
