@@ -16,10 +16,9 @@ How the loop is found, from the SASS that cuobjdump prints (addresses and branch
   3. a loop that holds two separate loops with tensor instructions (a kernel's unmasked and
      masked loops over key tiles) is a loop over work items, a persistent kernel's over query
      tiles, and not the main loop; of the others, the main loop is the loop whose hot path (4.)
-     has the most tensor instructions (HMMA,
-     HGMMA); among loops with as many, the one with the most in its whole body, then the one with
-     the shortest hot path (a kernel that peels its masked tiles into a second loop has two; the
-     unmasked one is the steady state);
+     has the most tensor instructions (HMMA, HGMMA); among loops with as many, the one with the
+     most in its whole body, then the one with the shortest hot path (a kernel that peels its
+     masked tiles into a second loop has two; the unmasked one is the steady state);
   4. the hot path is the path from the header to a back edge with the most tensor instructions,
      then the most LDSM, then the most async copies (the prefetch of the next tile is taken),
      then the most MUFU.EX2 (the exponentials: a branch around a score's exponential is a mask
@@ -227,11 +226,10 @@ def main_loop(sass):
         inside = [b2 for b2 in tensor_bodies if b2 < body]
         work_loop = any(not (x & y) for x in inside for y in inside if x is not y)
         counts, path = hot_path(blocks, succ, header, body, latches)
-        inner = [b2 for h2, b2, _ in loops_of(blocks, succ) if h2 != header and b2 < body]
+        inner = [b2 for h2, b2, _ in loops if h2 != header and b2 < body]
         waits = sum(1 for b2 in inner if is_wait_loop(blocks, b2))
         candidates.append(((not work_loop, counts["tensor"], tensor, -counts["total"]), counts,
-                           header, path,
-                           len(inner) - waits, waits))
+                           header, path, len(inner) - waits, waits))
     if not candidates:
         return None
     candidates.sort(key=lambda c: c[0], reverse=True)

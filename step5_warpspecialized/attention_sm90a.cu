@@ -19,16 +19,16 @@
 //   slot:    n % kStages, phase n / kStages % 2, kept as running values
 //
 // The grid is persistent: as many blocks as the GPU has SMs (attn::sm_count), each taking query
-// tiles (work items) in turn. Without a mask every tile costs the same, and block x takes items
-// x, x + gridDim.x, ...: a head's tiles one after another, its K and V staying in L2. With a causal
-// mask a query tile sees more keys the later it lies, so the items run longest first (every head's
-// last tile, then every head's tile before it, ...), and a block that finishes one takes the next
-// item no block has taken, from a counter in global memory (its producer's atomicAdd): the long
-// tiles spread over the SMs first and the short ones fill the gaps they leave. The producer passes
-// the item to the consumers in shared memory, with Q. The consumers release Q's buffer on
-// "q_empty" once their last S = Q K^T has retired, so that the producer loads the next tile's Q
-// and K/V tiles while they finish the last P V and write O. The ring's slot and phase and the
-// ping-pong's turns run on from tile to tile.
+// tiles (work items) in turn. Without a mask every tile costs the same, and block x takes items x,
+// x + gridDim.x, ...: the blocks running at once share a few heads, whose K and V stay in L2. With
+// a causal mask a query tile sees more keys the later it lies, so the items run longest first
+// (every head's last tile, then every head's tile before it, ...), and a block that finishes one
+// takes the next item no block has taken, from a counter in global memory (its producer's
+// atomicAdd; run_sm90a zeroes it before the launch): the long tiles spread over the SMs first and
+// the short ones fill the gaps they leave. The producer passes the item to the consumers in shared
+// memory, with Q. The consumers release Q's buffer on "q_empty" once their last S = Q K^T has
+// retired, so that the producer loads the next tile's Q and K/V tiles while they finish the last P
+// V and write O. The ring's slot and phase and the ping-pong's turns run on from tile to tile.
 //
 // Tiles are Bc = 192 keys wide at D = 64 and 128 above (64 with dropout): the instructions a tile
 // costs besides its scores (rescaling O, the maxima's shuffles, the barriers) spread over more
