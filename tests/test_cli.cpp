@@ -139,6 +139,18 @@ TEST_CASE("cli: below compute capability 8.0 steps 4 and 5 refuse in one line, s
   CHECK(bad.code == 2);
   CHECK(lines(bad.out) == 1);
   CHECK_THAT(bad.out, Catch::Contains("SIMT_PRESENT_AS=turing: not an architecture name"));
+  // The SMs it presents to a persistent grid: a whole number from 1 to 1024, or a refusal.
+  for (const char* sms : {"0", "1025", "4x", "-3"}) {
+    INFO(sms);
+    const Run r = run("--backend cpu --seq 17", std::string("SIMT_SMS=") + sms + " " +
+                                                    ATTN_BIN_DIR + "/step5_warpspecialized");
+    CHECK(r.code == 2);
+    CHECK(lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::Contains(std::string("SIMT_SMS=") + sms + ": not a count of SMs"));
+  }
+  CHECK(run("--backend cpu --seq 300 --causal --variant sm90a",
+            std::string("SIMT_SMS=1 ") + ATTN_BIN_DIR + "/step5_warpspecialized")
+            .code == 0);
 }
 
 TEST_CASE("cli: each step's --help and flags are its own", "[cli]") {
