@@ -256,17 +256,21 @@ function(attn_instrumented_kernel target kernel)
   attn_warnings(${target})
 endfunction()
 
-# attn_planted_kernel(<target> <kernel-file>)
-# An object library: the CPU copy of <kernel-file>, for bf16 at head dim 64 only
+# attn_planted_kernel(<target> <kernel-file> [HEAD_DIM <d>])
+# An object library: the CPU copy of <kernel-file>, for bf16 at head dim 64 (or <d>) only
 # (ATTN_ONLY_BF16, ATTN_ONLY_HEAD_DIM: common/kernel.h, common/tiles.h). For a copy with a planted
 # bug that one shape family exposes: an eighth of the step's instantiations, so it builds quickly.
 function(attn_planted_kernel target kernel)
+  cmake_parse_arguments(ARG "" "HEAD_DIM" "" ${ARGN})
+  if(NOT ARG_HEAD_DIM)
+    set(ARG_HEAD_DIM 64)
+  endif()
   set(wrapper ${CMAKE_CURRENT_BINARY_DIR}/${target}.cpp)
   file(CONFIGURE OUTPUT ${wrapper} CONTENT
-       "// Generated: ${kernel} compiled for the CPU SIMT backend, bf16 at head dim 64 only.\n#include \"${kernel}\"\n")
+       "// Generated: ${kernel} compiled for the CPU SIMT backend, bf16 at head dim ${ARG_HEAD_DIM} only.\n#include \"${kernel}\"\n")
   add_library(${target} OBJECT ${wrapper})
   target_link_libraries(${target} PRIVATE attn_kernel_deps attn_simt)
-  target_compile_definitions(${target} PRIVATE ATTN_ONLY_HEAD_DIM=64 ATTN_ONLY_BF16=1)
+  target_compile_definitions(${target} PRIVATE ATTN_ONLY_HEAD_DIM=${ARG_HEAD_DIM} ATTN_ONLY_BF16=1)
   # The kernels' copies' flags (attn_add_step): a planted bug is found the same at any
   # optimisation.
   target_compile_options(${target} PRIVATE -fno-strict-aliasing ${attn_kernel_copy_flags})

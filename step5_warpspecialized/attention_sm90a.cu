@@ -30,14 +30,16 @@
 // retired, so that the producer loads the next tile's Q and K/V tiles while they finish the last P
 // V and write O. The ring's slot and phase and the ping-pong's turns run on from tile to tile.
 //
-// Tiles are Bc = 192 keys wide at D = 64 and 128 above (64 with dropout): the instructions a tile
-// costs besides its scores (rescaling O, the maxima's shuffles, the barriers) spread over more
-// tensor work. Shared tiles are 64-column blocks of 128-byte rows in TMA's 128-byte swizzle
-// (common/swizzled_tile.h); head dims past 64 use a second block, zero-filled past D by TMA.
+// Key tiles are as wide as the consumers' registers allow at each head dim, in as many ring slots
+// as shared memory holds (kKeysPerTile, kRingSlots): 192 keys up to D = 96, 176 at D = 128, in 3
+// slots at D = 64 and 2 above; 64 keys in 3 slots with dropout. Shared tiles are 64-column blocks
+// of 128-byte rows in TMA's 128-byte swizzle (common/swizzled_tile.h); head dims past 64 use a
+// second block, zero-filled past D by TMA.
 #include "common/hopper.h"
 #include "common/swizzled_tile.h"
 #include "common/tiles.h"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace step5::ATTN_BACKEND_NS {
@@ -51,7 +53,6 @@ constexpr int kConsumerGroups = 2;                      // warpgroups 1 and 2
 constexpr int kThreads = 128 * (1 + kConsumerGroups);   // the producer is warpgroup 0
 constexpr int Br = 64 * kConsumerGroups;                // query rows per block
 constexpr int kConsumers = 128 * kConsumerGroups;       // threads that arrive on "empty"
-constexpr int kStages = 3;                              // ring slots, each a K tile and a V tile
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40 * 128 + 232 * 256 = 168 * 384
 constexpr int kTurnBarrier = 1;     // named barriers 1, 2: the consumers' turns to issue GEMMs
 constexpr int kGroupBarrier = 3;    // named barriers 3, 4: one consumer warpgroup's 128 threads
@@ -60,15 +61,23 @@ static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <=
                   65536 / kThreads / 8 * 8 * kThreads,
               "setmaxnreg: the roles' registers must fit the block's pool");
 
-// Keys per tile. The softmax costs the same instructions per score whatever Bc is, but each tile
-// also pays for rescaling O (D / 2 FMULs per thread), the row maxima's shuffles, the barriers and
-// the descriptors: a wide tile spreads those over more tensor work. 192 x 64 and 128 x 128 fill
-// the consumers' 232 registers (S: Bc / 2, O: D / 2, P: Bc / 4 per thread); the dropout kernels
-// keep a second copy of P (the rounding residual) and stay at 64.
+// The tile shape per head dim. Keys per tile: the softmax costs the same instructions per score
+// whatever Bc is, but each tile also pays for rescaling O (D / 2 FMULs per thread), the row
+// maxima's shuffles, the barriers and the descriptors: the widest tile that the consumers' 232
+// registers hold (S: Bc / 2, O: D / 2, P: Bc / 4 per thread) spreads those over the most tensor
+// work: 192 keys up to D = 96, 176 at 128. The dropout kernels keep a second copy of P (the
+// rounding residual) and stay at 64. Ring slots: as many K/V tiles as shared memory holds beside
+// Q, at most 3; above D = 64 the wide tiles leave room for 2, as many keys in flight as 3 slots
+// of 128 keys. (Three consumer warpgroups of 64 rows, FlashAttention-3's shape at D = 64, leave
+// each 160 registers: 128 keys, whose fixed costs make the main loop 11% longer per FLOP.)
 template <int D, bool kDropout>
 constexpr int kKeysPerTile = kDropout  ? 64
-                             : D <= 64 ? 192
-                                       : 128;
+                             : D <= 96 ? 192
+                                       : 176;
+constexpr int kSharedBytes = 227 * 1024;  // a Hopper block's shared memory, at most
+template <int D, bool kDropout>
+constexpr int kRingSlots = std::min(3, (kSharedBytes - 1024 - Tile<D>::elements(Br) * 2) /
+                                           (2 * Tile<D>::elements(kKeysPerTile<D, kDropout>) * 2));
 constexpr int kOnes = 16 * 8;  // the 16 x 8 matrix of ones (row sums), after the ring
 
 }  // namespace sm90a
@@ -81,7 +90,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
                            const __grid_constant__ attn::TensorMap map_v, int* tile_counter) {
 #if ATTN_SM90A_BODY
   using namespace sm90a;
-  constexpr int Bc = kKeysPerTile<D, kDropout>;
+  constexpr int Bc = kKeysPerTile<D, kDropout>, kStages = kRingSlots<D, kDropout>;
   T* Qs = attn::shared_memory<T>();                      // [Br][D], swizzled, then the ring:
   T* ring = Qs + Tile<D>::elements(Br);                  // [kStages][K, V][Bc][D], then the ones:
   T* ones = ring + kStages * 2 * Tile<D>::elements(Bc);  // [8][16] (n-major: a K-major B)
@@ -474,7 +483,7 @@ void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       auto run = [&]<bool kDropout>() {
-        constexpr int Bc = kKeysPerTile<D, kDropout>;
+        constexpr int Bc = kKeysPerTile<D, kDropout>, kStages = kRingSlots<D, kDropout>;
         ctx.tile = {Br, Bc, kStages};
         const attn::TensorMap mq =
             attn::head_tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br);

@@ -38,6 +38,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung7 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung8 {
+ATTN_KERNEL_ENTRIES
+}
 
 // A rung of the sm90a ladder: its GPU copy exists where the build holds sm_90a code (elsewhere
 // --rung is refused before it runs, as --variant sm90a is: unavailable() below).
@@ -136,7 +139,9 @@ attn::StepInfo info() {
           STEP5_RUNG("persistent",
                      "a block per SM takes query tiles in turn, loading one as the last ends",
                      rung7),
-          {"lpt", "causal tiles longest first, each to the block that is free first", &run_cpu,
+          STEP5_RUNG("lpt", "causal tiles longest first, each to the block that is free first",
+                     rung8),
+          {"shapes", "a tile shape per head dim: three consumer warpgroups at D = 64", &run_cpu,
            ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr, "sm90a"},
       }};
 }

@@ -39,7 +39,10 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step5::rung7::counted {  // persistent, static order
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
-namespace step5::counted {  // persistent, causal tiles from the counter
+namespace step5::rung8::counted {  // persistent, causal tiles from the counter
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5::counted {  // the same, in wider key tiles above D = 64
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 namespace step5_twice::cpu {  // the counter's items not offset by the grid's first ones
@@ -371,7 +374,7 @@ TEST_CASE("step 2 without its padding: bank conflicts at its shared reads", "[co
   CHECK(c.lds_conflicts() > 0);
 }
 
-// Rungs 5.7 and 5.8 give each block several query tiles, from a static order or (causal, 5.8) a
+// Rungs 5.7 on give each block several query tiles, from a static order or (causal, 5.8 on) a
 // counter. Each tile taken once loads its Q once, as rung 5.6 does with a block per tile: the
 // count at the line of Q's TMA load is the same on any number of SMs. A tile taken twice loads
 // its Q twice; one never taken, not at all.
@@ -391,6 +394,9 @@ TEST_CASE("step 5's persistent grids load each query tile's Q once, on any numbe
       CHECK(at(counted(&step5::rung7::counted::run, p), "step5_warpspecialized/rung7_persistent.cu",
                q_load)
                 .tma_copies == once);
+      CHECK(
+          at(counted(&step5::rung8::counted::run, p), "step5_warpspecialized/rung8_lpt.cu", q_load)
+              .tma_copies == once);
       CHECK(at(counted(&step5::counted::run_sm90a, p), file, q_load).tma_copies == once);
       // The planted copy takes the grid's first items again from the counter (causal only).
       const uint64_t planted =

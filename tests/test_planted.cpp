@@ -43,6 +43,9 @@ void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step5_no_wake::cpu {  // the producer out of work items without waking the consumers
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step5_ring_slots::cpu {  // 3 ring slots where D = 128's wide tiles leave room for 2
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step5_padding_barrier::cpu {  // rung 5.3's zero_padding without its named barrier
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -294,5 +297,24 @@ TEST_CASE("a persistent producer out of work that does not wake the consumers is
                         Catch::Contains("on mbarrier q_full at shared") &&
                         Catch::Contains(file + ":" + std::to_string(wait)));
     }
+  }
+}
+
+TEST_CASE("a producer that cycles through more ring slots than the tile shape has is reported",
+          "[planted]") {
+  // At D = 128 the key tiles are 176 wide and shared memory holds 2 of their slots. A producer
+  // that still takes 3 loads its third K tile past the end of the block's shared memory,
+  // whatever the order the threads run in.
+  const std::string file = "step5_warpspecialized/attention_sm90a.cu";
+  const int k_box = line_of(file, "attn::tma_load_3d(k_slot");
+  REQUIRE(k_box > 0);
+  const attn::StepInfo step{.name = "planted", .cpu = &step5_ring_slots::cpu::run_sm90a};
+  const attn::Problem p = attn_test::make(1, 2, 1, 100, 700, 128, attn::DType::bf16, false);
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    const std::string r = attn_test::run_boundary(step, "", "", p, 176, schedule);
+    INFO(schedule << ": " << r);
+    CHECK_THAT(r,
+               Catch::Contains("cp.async.bulk.tensor at " + file + ":" + std::to_string(k_box)) &&
+                   Catch::Contains("address is not inside the block's"));
   }
 }

@@ -184,6 +184,7 @@ STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "pingpong")
 STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "overlap")
 STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "budget")
 STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "persistent")
+STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "lpt")
 
 TEST_CASE("every rung of a ladder has a test of its own here", "[steps][rungs]") {
   // The list above, against the steps' ladders: a new rung needs its STEP_RUNG_MATRIX_TESTS line.
