@@ -74,7 +74,8 @@ template <int D, bool kDropout>
 constexpr int kKeysPerTile = kDropout  ? 64
                              : D <= 96 ? 192
                                        : 176;
-constexpr int kSharedBytes = 227 * 1024;  // a Hopper block's shared memory, at most
+// A Hopper block's shared memory, at most; 1 KiB of it left for the ones and the barriers.
+constexpr int kSharedBytes = 227 * 1024;
 template <int D, bool kDropout>
 constexpr int kRingSlots = std::min(3, (kSharedBytes - 1024 - Tile<D>::elements(Br) * 2) /
                                            (2 * Tile<D>::elements(kKeysPerTile<D, kDropout>) * 2));
