@@ -154,6 +154,14 @@ def base_and_dim(kernel):
     return m.group(1), (dims[0] if dims else None)
 
 
+def has_dropout(kernel):
+    """Whether the kernel is an instantiation with dropout: its first bool template argument (the
+    steps' kDropout) is true."""
+    m = re.match(r"\w+<(.*)>", kernel)
+    bools = [a.strip() for a in (m.group(1) if m else "").split(",") if a.strip() in ("true", "false")]
+    return bool(bools) and bools[0] == "true"
+
+
 RUNG_FILE = re.compile(r"rung\d+_(\w+)\.cu\.o$")
 # ptxas's warning that it serialised a kernel's wgmmas, and the function it names.
 SERIALIZED = re.compile(r"\(C7514\).*serialized due to (.*?) in the function '(\w+)'")
@@ -238,9 +246,10 @@ def keep(path, stem, suffix, value, opener=open):
 
 
 def launches(build, step, configs, hopper=False):
-    """(kernel base name, head dim or None, config or None) -> (threads, dynamic smem), from the
-    CPU backend (run once per tile configuration of the step, if it has any, and once more with
-    --variant sm90a for a step with a Hopper kernel). Kept in kernel_report_cache/ as the
+    """(kernel base name, head dim or None, config or None, dropout) -> (threads, dynamic smem),
+    from the CPU backend (run once per tile configuration of the step, if it has any, once more
+    with --variant sm90a for a step with a Hopper kernel, and each with and without dropout, whose
+    kernels may take other tiles). Kept in kernel_report_cache/ as the
     disassembly is, keyed by the step's binary (its size and time) and made_by: the report's
     several checks run the binary's hundred launches once."""
     name = step
@@ -250,7 +259,7 @@ def launches(build, step, configs, hopper=False):
     if not os.path.exists(exe):  # a partial build: launches unknown, the rest still reported
         return out
     st = os.stat(exe)
-    key = repr((name, sorted(configs), hopper)).encode()
+    key = repr((name, sorted(configs), hopper, "dropout")).encode()
     stem = "launches-" + hashlib.sha1(key).hexdigest()[:16]
     saved = os.path.join(build, "kernel_report_cache",
                          f"{stem}-{st.st_size}-{st.st_mtime_ns}-{made_by()}.json")
@@ -265,14 +274,16 @@ def launches(build, step, configs, hopper=False):
     env = {k: v for k, v in os.environ.items() if k != "SIMT_PRESENT_AS"}
     crashed = False
     with tempfile.TemporaryDirectory() as d:
-        for dim, config, variant in [(dim, c, v) for dim in HEAD_DIMS
-                                     for c in sorted(configs) or [None] for v in variants]:
-            log = os.path.join(d, f"{dim}.{config}.{variant}.log")
+        for dim, config, variant, dropout in [(dim, c, v, p) for dim in HEAD_DIMS
+                                              for c in sorted(configs) or [None]
+                                              for v in variants for p in (False, True)]:
+            log = os.path.join(d, f"{dim}.{config}.{variant}.{dropout}.log")
             cmd = [exe, "--backend", "cpu", "--seq", "16", "--dim", str(dim), "--iters", "1",
                    "--warmup", "0", "--no-check", "--quiet"]
             cmd += ((["--config", config] if config else []) +
                     (["--variant", variant] if variant else []) +
-                    (["--rung", rung] if rung else []))
+                    (["--rung", rung] if rung else []) +
+                    (["--dropout", "0.1"] if dropout else []))
             r = subprocess.run(cmd, env={**env, "SIMT_LOG_LAUNCHES": log}, capture_output=True)
             crashed |= r.returncode < 0  # killed (a refusal exits 2: a config's other head dims)
             if not os.path.exists(log):
@@ -284,7 +295,7 @@ def launches(build, step, configs, hopper=False):
                 text = " ".join(src[max(0, int(lineno) - 4): int(lineno)])
                 names = re.findall(r"launch\(\s*(\w+)", text)
                 if names:
-                    out[(names[-1], dim, config)] = (int(threads), int(smem))
+                    out[(names[-1], dim, config, dropout)] = (int(threads), int(smem))
     if not crashed:  # what a killed run left out is not kept
         keep(saved, stem, ".json", [[list(k), list(v)] for k, v in out.items()])
     return out
@@ -789,8 +800,9 @@ def main():
     for r in rows:
         base, dim = base_and_dim(r["kernel"])
         config = config_of(r["kernel"])
-        cfg = (launch[r["step"]].get((base, dim, config)) or
-               launch[r["step"]].get((base, HEAD_DIMS[0], config)))
+        dropout = has_dropout(r["kernel"])
+        cfg = (launch[r["step"]].get((base, dim, config, dropout)) or
+               launch[r["step"]].get((base, HEAD_DIMS[0], config, dropout)))
         r["threads"], r["smem_dyn"] = cfg if cfg else (0, 0)
         if r["threads"]:
             r["blocks"], r["occ"] = occupancy(r["arch"], r["regs"], r["threads"],
