@@ -63,13 +63,14 @@ static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <=
 
 // The tile shape per head dim. Keys per tile: the softmax costs the same instructions per score
 // whatever Bc is, but each tile also pays for rescaling O (D / 2 FMULs per thread), the row
-// maxima's shuffles, the barriers and the descriptors: the widest tile that the consumers' 232
-// registers hold (S: Bc / 2, O: D / 2, P: Bc / 4 per thread) spreads those over the most tensor
-// work: 192 keys up to D = 96, 176 at 128. The dropout kernels keep a second copy of P (the
-// rounding residual) and stay at 64. Ring slots: as many K/V tiles as shared memory holds beside
-// Q, at most 3; above D = 64 the wide tiles leave room for 2, as many keys in flight as 3 slots
-// of 128 keys. (Three consumer warpgroups of 64 rows, FlashAttention-3's shape at D = 64, leave
-// each 160 registers: 128 keys, whose fixed costs make the main loop 11% longer per FLOP.)
+// maxima's shuffles, the barriers and the descriptors: a wide tile that the consumers' 232
+// registers hold without spills (S: Bc / 2, O: D / 2, P: Bc / 4 per thread) spreads those over
+// more tensor work: 192 keys up to D = 96, 176 (FlashAttention-3's width) at 128. The dropout
+// kernels keep a second copy of P (the rounding residual) and stay at 64. Ring slots: as many K/V
+// tiles as shared memory holds beside Q, at most 3; above D = 64 the wide tiles leave room for 2,
+// as many keys in flight as 3 slots of 128 keys. (Three consumer warpgroups of 64 rows,
+// FlashAttention-3's shape at D = 64, would leave each 160 registers, too few for the S, P and O
+// of a 192-key tile: 96 + 48 + 32.)
 template <int D, bool kDropout>
 constexpr int kKeysPerTile = kDropout  ? 64
                              : D <= 96 ? 192

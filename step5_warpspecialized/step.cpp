@@ -141,8 +141,9 @@ attn::StepInfo info() {
                      rung7),
           STEP5_RUNG("lpt", "causal tiles longest first, each to the block that is free first",
                      rung8),
-          {"shapes", "a tile shape per head dim: three consumer warpgroups at D = 64", &run_cpu,
-           ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr, "sm90a"},
+          {"shapes", "a tile per head dim: wider key tiles, fewer ring slots above D = 64",
+           &run_cpu, ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr,
+           "sm90a"},
       }};
 }
 }  // namespace step5
