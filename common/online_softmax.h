@@ -96,6 +96,15 @@ ATTN_HD State<T> merge(const State<T>& a, const State<T>& b, T& alpha_a, T& alph
   return {m, a.l * alpha_a + b.l * alpha_b};
 }
 
+// Merges a partial result known by its log-sum-exp alone (a block that saw some of the row's keys
+// and divided its output by their l): its state is (lse, 1), since exp(lse) = sum_j exp(s_j).
+// That output's weight in the merged row is then exp_shifted(lse, merged.m) * inv_sum(merged).
+template <typename T>
+ATTN_HD State<T> merge_lse(const State<T>& a, T lse) {
+  T alpha_a, alpha_b;
+  return merge(a, State<T>{lse, T(1)}, alpha_a, alpha_b);
+}
+
 // log(sum_j exp(s_j)) of the whole row, -inf for a row with no visible key.
 template <typename T>
 ATTN_HD T lse(const State<T>& s) {

@@ -29,8 +29,9 @@ threads beyond what one SM has: the launch fails there);
 --no-serialized-wgmma fails if ptxas serialised the wgmmas of a kernel of those steps or of any
 of their rungs (its warning C7514: it then waits for each wgmma before the next, and the
 asynchrony the kernel is written for is gone);
---require-tensor-core fails unless every kernel of those steps contains mma.sync, ldmatrix and
-cp.async in PTX, and HMMA, LDSM and LDGSTS in SASS, on every architecture.
+--require-tensor-core STEP[/KERNEL] ... fails unless every kernel of those steps (named KERNEL,
+when given) contains mma.sync, ldmatrix and cp.async in PTX, and HMMA, LDSM and LDGSTS in SASS, on
+every architecture (a Hopper kernel, NAME_sm90a: wgmma, TMA, try_wait and setmaxnreg).
 
 The main-loop table counts one iteration of the hot path of each tensor-core kernel's main loop
 in SASS (scripts/mainloop_report.py says how the loop and the path are found).
@@ -293,10 +294,14 @@ def launches(build, step, configs, hopper=False):
                 site, threads, smem = line.split()[:3]
                 source, lineno = site.rsplit(":", 1)
                 src = open(source).read().splitlines()
-                text = " ".join(src[max(0, int(lineno) - 4): int(lineno)])
-                names = re.findall(r"launch\(\s*(\w+)", text)
-                if names:
-                    out[(names[-1], dim, config, dropout)] = (int(threads), int(smem))
+                # The kernel named by the last launch( at or before the site's line, on that
+                # line or the next (a call wrapped after its parenthesis).
+                before = " ".join(src[max(0, int(lineno) - 4): int(lineno)])
+                calls = list(re.finditer(r"launch\(", before))
+                name = calls and re.match(r"\s*(\w+)", before[calls[-1].end():] + " " +
+                                          " ".join(src[int(lineno): int(lineno) + 1]))
+                if name:
+                    out[(name.group(1), dim, config, dropout)] = (int(threads), int(smem))
     if not crashed:  # what a killed run left out is not kept
         keep(saved, stem, ".json", [[list(k), list(v)] for k, v in out.items()])
     return out
@@ -708,7 +713,8 @@ def main():
     ap.add_argument("--out", help="write the Markdown report here")
     ap.add_argument("--no-spills", nargs="+", default=[], metavar="STEP")
     ap.add_argument("--fits", nargs="+", default=[], metavar="STEP")
-    ap.add_argument("--require-tensor-core", nargs="+", default=[], metavar="STEP")
+    ap.add_argument("--require-tensor-core", nargs="+", action="extend", default=[],
+                    metavar="STEP[/KERNEL]")
     ap.add_argument("--no-serialized-wgmma", nargs="+", default=[], metavar="STEP")
     ap.add_argument("--budget", action="append", default=[], metavar="STEP:D:X:R[:CONFIG]")
     ap.add_argument("--compare", action="append", default=[], metavar="STEP:BASE:RATIO")
@@ -748,6 +754,8 @@ def main():
                   file=sys.stderr)
             return 2
         required_ptx.append((step, kernel or None, rx))
+    tensor_core = [(s.partition("/")[0], s.partition("/")[2] or None)
+                   for s in args.require_tensor_core]
     rows = ptxas_rows(args.build)
     if not rows:
         print(f"kernel_report: no ptxas reports under {args.build}/; build first "
@@ -800,7 +808,7 @@ def main():
                   or args.budget or args.compare or args.no_serialized_wgmma or args.fits)
     read = None
     if checks and not writes:
-        read = (set(args.require_tensor_core) | {s for s, _, _ in required_ptx}
+        read = ({s for s, _ in tensor_core} | {s for s, _, _ in required_ptx}
                 | {b.split(":")[0] for b in args.budget}
                 | {x for c in args.compare for x in c.split(":")[:2]})
     for r in rows:
@@ -960,7 +968,8 @@ def main():
                   f"({r['spill_st']} B stored, {r['spill_ld']} B loaded, {r['stack']} B stack)",
                   file=sys.stderr)
             status = 1
-        if r["step"] in args.require_tensor_core:
+        if any(r["step"] == s and k in (None, base_and_dim(r["kernel"])[0])
+               for s, k in tensor_core):
             if not cuobjdump or not have_sass:
                 print("kernel_report: cuobjdump/nvdisasm not found: run scripts/setup.sh --python",
                       file=sys.stderr)
@@ -992,9 +1001,10 @@ def main():
             "| kernel | arch | instructions per iteration | tensor FLOPs per iteration / 4096 | "
             "per 4096 FLOPs | step it is compared with, per 4096 FLOPs | ratio | at most |",
             "|" + "---|" * 8] + compared))
-    for s in set(args.no_spills) | set(args.require_tensor_core):
-        if not any(r["step"] == s for r in rows):
-            print(f"kernel_report: no kernels found for {s}", file=sys.stderr)
+    for s, k in [(s, None) for s in args.no_spills] + tensor_core:
+        if not any(r["step"] == s and k in (None, base_and_dim(r["kernel"])[0]) for r in rows):
+            print(f"kernel_report: no kernels found for {s}{'/' + k if k else ''}",
+                  file=sys.stderr)
             status = 1
     return status
 

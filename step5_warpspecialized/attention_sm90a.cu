@@ -30,6 +30,11 @@
 // retired, so that the producer loads the next tile's Q and K/V tiles while they finish the last P
 // V and write O. The ring's slot and phase and the ping-pong's turns run on from tile to tile.
 //
+// When the query tiles are fewer than the SMs (key_splits), each one's keys are split into parts,
+// a work item each: the block of a part runs the online softmax over its key tiles alone and
+// writes O and LSE in fp32 to scratch memory, and combine_kernel_sm90a merges each row's parts by
+// their log-sum-exps (online_softmax::merge_lse): step 0's identity across blocks instead of tiles.
+//
 // Key tiles are as wide as the consumers' registers allow at each head dim, in as many ring slots
 // as shared memory holds (kKeysPerTile, kRingSlots): 192 keys up to D = 96, 176 at D = 128, in 3
 // slots at D = 64 and 2 above; 64 keys in 3 slots with dropout. Shared tiles are 64-column blocks
@@ -89,7 +94,8 @@ template <typename T, int D, bool kDropout>
 __global__ void __launch_bounds__(sm90a::kThreads, 1)
     attention_kernel_sm90a(const AttentionParams p, const __grid_constant__ attn::TensorMap map_q,
                            const __grid_constant__ attn::TensorMap map_k,
-                           const __grid_constant__ attn::TensorMap map_v, int* tile_counter) {
+                           const __grid_constant__ attn::TensorMap map_v, int* tile_counter,
+                           int splits, float* o_part, float* lse_part) {
 #if ATTN_SM90A_BODY
   using namespace sm90a;
   constexpr int Bc = kKeysPerTile<D, kDropout>, kStages = kRingSlots<D, kDropout>;
@@ -109,12 +115,15 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   const int group = warpgroup - 1;       // consumer warpgroup 0 or 1: rows 64 group .. + 63
   const int row0 = 64 * group + 16 * (warp % 4) + g;  // this lane's rows: row0, row0 + 8
   const int q_tiles = (p.seqlen_q + Br - 1) / Br, n_bh = p.batch * p.heads;
-  const int n_items = q_tiles * n_bh;
-  // A work item's (batch, head) and query tile: with a causal mask, longest first.
-  auto bh_of = [&](int item) { return p.causal ? item % n_bh : item / q_tiles; };
+  const int n_work = q_tiles * n_bh, n_items = n_work * splits;
+  // A work item is a query tile, its (batch, head) and rows (with a causal mask, longest first),
+  // and a part of its keys (item / n_work): of the n key tiles the tile sees, tiles
+  // first_tile(part, n) to first_tile(part + 1, n) - 1.
+  auto bh_of = [&](int item) { return p.causal ? item % n_bh : item / q_tiles % n_bh; };
   auto i0_of = [&](int item) {
-    return (q_tiles - 1 - (p.causal ? item / n_bh : item % q_tiles)) * Br;
+    return (q_tiles - 1 - (p.causal ? item / n_bh % q_tiles : item % q_tiles)) * Br;
   };
+  auto first_tile = [&](int part, int n) { return part * n / splits; };
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
   constexpr uint32_t kSlotBytes = 2 * Tile<D>::elements(Bc) * sizeof(T);  // K and V
 
@@ -155,12 +164,12 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
         const int bh = bh_of(item), b = bh / p.heads, h = bh % p.heads;
         const int i0 = i0_of(item);
         const int n_tiles = (attn::tile_keys_end(p, b, i0, Br) + Bc - 1) / Bc;
-        const int kv_bh = b * p.heads_kv + attn::kv_head(p, h);
+        const int kv_bh = b * p.heads_kv + attn::kv_head(p, h), part = item / n_work;
         // Boxes past the tensor's last row arrive as zeros (and count).
         attn::mbarrier_arrive_expect_tx(q_full, Tile<D>::elements(Br) * sizeof(T));
         for (int blk = 0; blk < Tile<D>::kBlocks; ++blk)
           attn::tma_load_3d(Qs + blk * Br * 64, &map_q, q_full, 64 * blk, i0, bh);
-        for (int n = 0; n < n_tiles; ++n, ++loads) {
+        for (int n = first_tile(part, n_tiles); n < first_tile(part + 1, n_tiles); ++n, ++loads) {
           const int s = loads % kStages;
           attn::mbarrier_wait_parity(&empty[s], (loads / kStages % 2) ^ 1);  // the slot was read
           T* k_slot = ring + s * 2 * Tile<D>::elements(Bc);
@@ -196,11 +205,13 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     int end[2];
     for (int half = 0; half < 2; ++half) end[half] = attn::row_keys_end(p, b, i0 + row0 + 8 * half);
     const int block_end = attn::tile_keys_end(p, b, i0, Br);
-    const int n_tiles = (block_end + Bc - 1) / Bc;
+    // This part's tiles: n0 + n for n < n_tiles.
+    const int all_tiles = (block_end + Bc - 1) / Bc, part = item / n_work;
+    const int n0 = first_tile(part, all_tiles), n_tiles = first_tile(part + 1, all_tiles) - n0;
     // Tiles every row of the block sees in full need no mask: the block's first row sees the
     // fewest keys (padding rows past the batch's query length see none, but they also skip the
     // unmasked tiles' result: see the epilogue).
-    const int n_unmasked = min(attn::row_keys_end(p, b, i0) / Bc, n_tiles);
+    const int n_unmasked = min(attn::row_keys_end(p, b, i0) / Bc - n0, n_tiles);
 
     T* q_group = Qs + group * 64 * 64;  // this warpgroup's 64 rows, in each 64-column block
     // A negative scale is folded into Q once (flip the sign bit of each 16-bit element), so that
@@ -250,7 +261,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     // zeros there from the consumers before any of them reads it: TMA copied the caller's padding
     // in, and P V would add P = 0 times its NaN (attn::zero_tile_rows).
     auto zero_padding = [&](int n, int s) {
-      const int len_k = attn::key_length(p, b), j0 = n * Bc;
+      const int len_k = attn::key_length(p, b), j0 = (n0 + n) * Bc;
       if (len_k == p.seqlen_k || j0 + Bc <= len_k) return;
       attn::zero_tile_rows<D>(ring + s * 2 * Tile<D>::elements(Bc) + Tile<D>::elements(Bc), Bc,
                               len_k - j0, threadIdx.x - 128, kConsumers);
@@ -275,7 +286,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     auto keep_bits = [&](int n) {
       [[maybe_unused]] uint32_t keep = 0;
       if constexpr (kDropout) {
-        const int j0 = n * Bc;
+        const int j0 = (n0 + n) * Bc;
         // Not unrolled: one Philox call at a time keeps its temporaries to a few registers.
 #pragma unroll 1
         for (int nt = 0; nt < Bc / 8; ++nt) {
@@ -309,7 +320,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     // j0 + 8 nt + 2t + i % 2.
     auto softmax_max = [&](int n, auto masked) {
       constexpr bool kMasked = decltype(masked)::value;
-      const int j0 = n * Bc;
+      const int j0 = (n0 + n) * Bc;
       float tile_max[2];
 #pragma unroll
       for (int nt = 0; nt < Bc / 8; ++nt) {
@@ -462,6 +473,15 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
       const int r = row0 + 8 * half;
       if (i0 + r >= p.seqlen_q) continue;
       const float inv_l = online_softmax::inv_sum(state[half]) * (kDropout ? drop.scale : 1.0f);
+      if (splits > 1) {  // this part's O and LSE, in fp32, for combine_kernel_sm90a to merge
+        const int64_t row = int64_t(part) * n_bh * p.seqlen_q + q_row0 + r;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt)
+          *reinterpret_cast<float2*>(o_part + row * D + dt * 8 + 2 * t) =
+              make_float2(o_acc[dt][2 * half] * inv_l, o_acc[dt][2 * half + 1] * inv_l);
+        if (t == 0) lse_part[row] = online_softmax::lse2(state[half], p.scale);
+        continue;
+      }
       T* o = static_cast<T*>(p.o) + (q_row0 + r) * D;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt)
@@ -472,21 +492,54 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   }
   if (group == 0 && turn > 0) attn::named_barrier_sync(kTurnBarrier, 2 * 128);
 #else
-  (void)p, (void)map_q, (void)map_k, (void)map_v, (void)tile_counter;
+  (void)p, (void)map_q, (void)map_k, (void)map_v, (void)tile_counter, (void)splits, (void)o_part,
+      (void)lse_part;
 #endif
+}
+
+// The parts' outputs of each row merged by their log-sum-exps, a block of one warp per row (its
+// lanes read consecutive columns of a part's O): part s saw keys whose exp-sum is exp(lse_s), so
+// the online softmax's merge of the states (lse_s, 1) weighs its O by exp(lse_s - lse), and lse
+// is the row's. A row no part saw keys of gets O = 0, LSE = -inf.
+template <typename T, int D>
+__global__ void __launch_bounds__(32)
+    combine_kernel_sm90a(const AttentionParams p, int splits, const float* o_part,
+                         const float* lse_part) {
+  const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q, row = blockIdx.x;
+  online_softmax::State<float> all = online_softmax::init<float>();
+  for (int s = 0; s < splits; ++s) all = online_softmax::merge_lse(all, lse_part[s * rows + row]);
+  for (int d = threadIdx.x; d < D; d += 32) {
+    float o = 0.0f;
+    for (int s = 0; s < splits; ++s)
+      o += online_softmax::exp_shifted(lse_part[s * rows + row], all.m) *
+           o_part[(s * rows + row) * D + d];
+    static_cast<T*>(p.o)[row * D + d] = attn::from_float<T>(o * online_softmax::inv_sum(all));
+  }
+  if (threadIdx.x == 0) p.lse[row] = online_softmax::lse(all);
+}
+
+// The parts each query tile's keys are split into: none while the query tiles fill the SMs;
+// otherwise as many as keep the grid to one block per SM (one wave), and no more than the key
+// tiles.
+int key_splits(unsigned items, int key_tiles) {
+  return std::max(1, std::min(int(attn::sm_count() / std::max(items, 1u)), key_tiles));
 }
 
 void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
   using namespace sm90a;
   const unsigned bh = p.batch * p.heads;
   const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
+  const int64_t rows = int64_t(bh) * p.seqlen_q;
   int* counter = ctx.scratch<int>("tile counter", 1);
   if (p.causal) attn::zero_device(ctx, counter, sizeof(int));  // the causal items' counter
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
     attn::dispatch_head_dim(p.dim, [&]<int D>() {
       auto run = [&]<bool kDropout>() {
         constexpr int Bc = kKeysPerTile<D, kDropout>, kStages = kRingSlots<D, kDropout>;
-        ctx.tile = {Br, Bc, kStages};
+        const int splits = key_splits(q_tiles * bh, (p.seqlen_k + Bc - 1) / Bc);
+        ctx.tile = {Br, Bc, kStages, splits};
+        float* o_part = splits > 1 ? ctx.scratch<float>("partial O", splits * rows * D) : nullptr;
+        float* lse_part = splits > 1 ? ctx.scratch<float>("partial LSE", splits * rows) : nullptr;
         const attn::TensorMap mq =
             attn::head_tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br);
         const attn::TensorMap mk =
@@ -496,9 +549,12 @@ void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
         const size_t smem =
             (Tile<D>::elements(Br) + kStages * 2 * Tile<D>::elements(Bc) + kOnes) * sizeof(T) +
             (2 * kStages + 3) * sizeof(uint64_t);
-        attn::launch(attention_kernel_sm90a<T, D, kDropout>,
-                     {dim3(std::min(q_tiles * bh, attn::sm_count())), dim3(kThreads), smem}, p, mq,
-                     mk, mv, counter);
+        const unsigned blocks = std::min(q_tiles * bh * splits, attn::sm_count());
+        attn::launch(attention_kernel_sm90a<T, D, kDropout>, {dim3(blocks), dim3(kThreads), smem},
+                     p, mq, mk, mv, counter, splits, o_part, lse_part);
+        if (splits > 1)
+          attn::launch(combine_kernel_sm90a<T, D>, {dim3(unsigned(rows)), dim3(32), 0}, p, splits,
+                       o_part, lse_part);
       };
       if (p.dropout > 0.0f)
         run.template operator()<true>();

@@ -41,6 +41,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung8 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung9 {
+ATTN_KERNEL_ENTRIES
+}
 
 // A rung of the sm90a ladder: its GPU copy exists where the build holds sm_90a code (elsewhere
 // --rung is refused before it runs, as --variant sm90a is: unavailable() below).
@@ -141,9 +144,10 @@ attn::StepInfo info() {
                      rung7),
           STEP5_RUNG("lpt", "causal tiles longest first, each to the block that is free first",
                      rung8),
-          {"shapes", "a tile per head dim: wider key tiles, fewer ring slots above D = 64",
-           &run_cpu, ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr,
-           "sm90a"},
+          STEP5_RUNG("shapes",
+                     "a tile per head dim: wider key tiles, fewer ring slots above D = 64", rung9),
+          {"split", "keys split across blocks when the query tiles leave SMs idle", &run_cpu,
+           ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr, "sm90a"},
       }};
 }
 }  // namespace step5

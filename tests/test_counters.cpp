@@ -42,10 +42,16 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step5::rung8::counted {  // persistent, causal tiles from the counter
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
-namespace step5::counted {  // the same, in wider key tiles above D = 64
+namespace step5::rung9::counted {  // the same, in wider key tiles above D = 64
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5::counted {  // the same, a query tile's keys split when SMs would idle
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 namespace step5_twice::cpu {  // the counter's items not offset by the grid's first ones
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5_lost::cpu {  // every part floor(n / splits) key tiles: the last ones never taken
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 
@@ -397,11 +403,42 @@ TEST_CASE("step 5's persistent grids load each query tile's Q once, on any numbe
       CHECK(
           at(counted(&step5::rung8::counted::run, p), "step5_warpspecialized/rung8_lpt.cu", q_load)
               .tma_copies == once);
+      CHECK(at(counted(&step5::rung9::counted::run, p), "step5_warpspecialized/rung9_shapes.cu",
+               q_load)
+                .tma_copies == once);
       CHECK(at(counted(&step5::counted::run_sm90a, p), file, q_load).tma_copies == once);
       // The planted copy takes the grid's first items again from the counter (causal only).
       const uint64_t planted =
           at(counted(&step5_twice::cpu::run_sm90a, p), file, q_load).tma_copies;
       CHECK(planted == (causal ? once + std::min<uint64_t>(once, std::stoul(sms)) : once));
+    }
+  }
+}
+
+// Rung 5.10 splits a query tile's keys into parts, a block each, when the query tiles leave SMs
+// idle: each part loads its own key tiles, so that every key tile is still loaded once per query
+// tile, in as many parts as the SMs make (the count at the line of K's TMA load is rung 5.9's,
+// which never splits). A part given too few tiles leaves the last ones to nobody.
+TEST_CASE("step 5's split loads each key tile once per query tile, in any number of parts",
+          "[counters][budget]") {
+  const std::string k_load = "attn::tma_load_3d(k_slot + blk * Bc * 64";
+  for (const bool causal : {false, true}) {
+    // 2 query tiles x 2 heads; 1000 keys, 6 tiles of 192 (the first query tile, causal: 5).
+    const attn::Problem p = attn_test::make(1, 2, 1, 200, 1000, 64, attn::DType::bf16, causal);
+    const uint64_t once =
+        at(counted(&step5::rung9::counted::run, p), "step5_warpspecialized/rung9_shapes.cu", k_load)
+            .tma_copies;
+    CHECK(once == 2 * (causal ? 11 : 12));  // one box each at D = 64
+    const std::pair<const char*, int> parts[] = {{"1", 1}, {"8", 2}, {"16", 4}, {"132", 6}};
+    for (const auto& [sms, splits] : parts) {
+      const attn_test::ScopedEnv env("SIMT_SMS", sms);
+      INFO((causal ? "causal, " : "") << "SIMT_SMS=" << sms);
+      const std::string file = "step5_warpspecialized/attention_sm90a.cu";
+      CHECK(at(counted(&step5::counted::run_sm90a, p), file, k_load).tma_copies == once);
+      // The planted copy: a query tile's n key tiles in parts of n / splits (rounded down), the
+      // n % splits past them never loaded, in each of the two heads.
+      const uint64_t lost = 2 * uint64_t((causal ? 5 : 6) % splits + 6 % splits);
+      CHECK(at(counted(&step5_lost::cpu::run_sm90a, p), file, k_load).tma_copies == once - lost);
     }
   }
 }

@@ -16,6 +16,7 @@
 #include "common/simt/memory.h"
 #include "common/simt/ptx.h"
 #include "tests/matrix.h"
+#include "tests/scoped_env.h"
 #include "tests/simt_buffer.h"
 
 // The instrumented CPU copies of the kernels, the steps' counted copies (no GPU copy is linked
@@ -123,6 +124,9 @@ namespace step5::rung7::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 namespace step5::rung8::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5::rung9::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 namespace step5::counted {
@@ -256,6 +260,7 @@ TEST_CASE("instrumented step5 rungs pass the matrix with no access reported", "[
       {"warpgroups", &step5::rung3::counted::run}, {"pingpong", &step5::rung4::counted::run},
       {"overlap", &step5::rung5::counted::run},    {"budget", &step5::rung6::counted::run},
       {"persistent", &step5::rung7::counted::run}, {"lpt", &step5::rung8::counted::run},
+      {"shapes", &step5::rung9::counted::run},
   };
   for (const auto& [name, fn] : rungs)
     run_matrix({.name = std::string("step5_warpspecialized[") + name + "]",
@@ -277,6 +282,13 @@ TEST_CASE("instrumented step5 sm80 passes the matrix with no access reported", "
 }
 TEST_CASE("instrumented step5 sm90a passes the matrix with no access reported", "[instrumented]") {
   run_step5("sm90a", "random:5");
+}
+// On 132 SMs, where it splits most of the matrix's problems' keys: the parts' fp32 outputs and
+// log-sum-exps, and the kernel that merges them, are checked access by access too.
+TEST_CASE("instrumented step5 sm90a with its keys split passes the matrix with no access reported",
+          "[instrumented]") {
+  const attn_test::ScopedEnv sms("SIMT_SMS", "132");
+  run_step5("sm90a", "forward");
 }
 
 TEST_CASE("out-of-bounds write: step5's output row guard off by one, in both kernels",

@@ -84,6 +84,36 @@ TEST_CASE("merge is order independent within rounding", "[online_softmax]") {
   CHECK(os::lse(fwd) == Approx(os::lse(rev)).epsilon(1e-6));
 }
 
+// Split-KV (step 5's rung 5.10): a row's keys in parts, each part's output normalised by its own
+// sum and kept with its LSE alone; the parts merged by their LSEs give the whole row's LSE and
+// output, with parts that saw no key (LSE = -inf) weighing nothing.
+TEST_CASE("parts known by their LSE alone merge into the row", "[online_softmax]") {
+  const std::vector<double> s = {0.5, 3.0, -1.0, 10.0, 2.0, -4.0, 7.5};
+  const std::vector<double> v = {1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0};
+  auto part = [&](size_t j0, size_t j1, double& o) {  // O and LSE of keys j0 .. j1 - 1
+    const std::vector<double> sp(s.begin() + long(j0), s.begin() + long(j1));
+    double num = 0, den = 0;
+    for (size_t j = j0; j < j1; ++j) num += std::exp(s[j]) * v[j], den += std::exp(s[j]);
+    o = j1 > j0 ? num / den : 0.0;
+    return j1 > j0 ? direct_lse(sp) : -double(INFINITY);
+  };
+  const size_t bounds[][2] = {{0, 3}, {3, 3}, {3, 4}, {4, 7}};  // the second part sees no key
+  auto all = os::init<double>();
+  double lses[4], outs[4];
+  for (int k = 0; k < 4; ++k) {
+    lses[k] = part(bounds[k][0], bounds[k][1], outs[k]);
+    all = os::merge_lse(all, lses[k]);
+  }
+  double o = 0, whole = 0;
+  for (int k = 0; k < 4; ++k) o += os::exp_shifted(lses[k], all.m) * os::inv_sum(all) * outs[k];
+  CHECK(os::lse(all) == Approx(part(0, s.size(), whole)).epsilon(1e-14));
+  CHECK(o == Approx(whole).epsilon(1e-14));
+  auto none = os::init<double>();  // no part saw a key: LSE = -inf, weights 0
+  none = os::merge_lse(none, -double(INFINITY));
+  CHECK(os::lse(none) == -INFINITY);
+  CHECK(os::inv_sum(none) == 0.0);
+}
+
 TEST_CASE("a row with no visible key: O = 0 and LSE = -inf, never NaN", "[online_softmax]") {
   auto st = os::init<float>();
   const float alpha = os::rescale_to(st, -INFINITY);  // a block in which every score is masked

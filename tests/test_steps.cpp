@@ -19,6 +19,7 @@
 #include "common/tensors.h"
 #include "tests/boundary.h"
 #include "tests/matrix.h"
+#include "tests/scoped_env.h"
 #include "tests/source_line.h"
 #include "tests/steps.h"
 
@@ -132,6 +133,21 @@ STEP_MATRIX_TESTS("step6_backward")
 STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm80")
 STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm90a")
 
+// The sm90a kernel once more, on 132 SMs (an H100's count) instead of the tests' 3: most of the
+// matrix's problems then leave SMs idle, and the kernel splits their keys across blocks (rung
+// 5.10, "step 5 splits ..." below says which).
+#define STEP5_SPLIT_MATRIX_TEST(SCHEDULE)                                                     \
+  TEST_CASE("step5_warpspecialized sm90a passes the matrix on 132 SMs, keys split, " SCHEDULE \
+            " schedule",                                                                      \
+            "[step5_warpspecialized]") {                                                      \
+    const attn_test::ScopedEnv sms("SIMT_SMS", "132");                                        \
+    run_matrix(step_named("step5_warpspecialized"), "cpu", SCHEDULE, "sm90a");                \
+  }
+STEP5_SPLIT_MATRIX_TEST("forward")
+STEP5_SPLIT_MATRIX_TEST("reverse")
+STEP5_SPLIT_MATRIX_TEST("random:7")
+STEP5_SPLIT_MATRIX_TEST("greedy")
+
 // Every rung of a step's ladder but the last (which is the step itself, above) runs the matrix,
 // named explicitly, under every schedule.
 #define STEP_RUNG_MATRIX_TESTS(NAME, RUNG)                                                \
@@ -185,6 +201,7 @@ STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "overlap")
 STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "budget")
 STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "persistent")
 STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "lpt")
+STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "shapes")
 
 TEST_CASE("every rung of a ladder has a test of its own here", "[steps][rungs]") {
   // The list above, against the steps' ladders: a new rung needs its STEP_RUNG_MATRIX_TESTS line.
@@ -328,6 +345,51 @@ TEST_CASE("tiled kernels pass rows that end at a tile boundary: step 4", "[steps
 
 TEST_CASE("tiled kernels pass rows that end at a tile boundary: step 5", "[steps][boundary]") {
   each_tiled_kernel(run_boundaries, {"step5_warpspecialized"});
+}
+
+// The boundary shapes have one or two query tiles and a few key tiles: on 132 SMs the sm90a kernel
+// splits their keys, a part's first tile then lies on either side of the first row's last
+// unmasked one.
+TEST_CASE("tiled kernels pass rows that end at a tile boundary: step 5, keys split",
+          "[steps][boundary]") {
+  const attn_test::ScopedEnv sms("SIMT_SMS", "132");
+  run_boundaries("step5_warpspecialized", "sm90a", "");
+}
+
+namespace {
+// The tile step 5's sm90a kernel ran problem p with (its parts: splits), the CPU backend
+// presenting `sms` SMs.
+attn::RunContext::Tile sm90a_tile(const attn::Problem& p, const char* sms) {
+  const attn_test::ScopedEnv env("SIMT_SMS", sms);
+  auto be = attn::make_cpu_backend();
+  const attn::DeviceProblem dev(*be, p, attn::make_inputs(p));
+  attn::RunContext ctx(*be);
+  ctx.variant = "sm90a";
+  step_named("step5_warpspecialized").cpu(dev.params(), ctx);
+  return ctx.tile;
+}
+}  // namespace
+
+// Rung 5.10's rule (key_splits in attention_sm90a.cu): a query tile's keys are split only when the
+// query tiles leave SMs idle, into as many parts as keep the grid to one block per SM, and no
+// more than the key tiles.
+TEST_CASE("step 5 splits a query tile's keys only when the query tiles leave SMs idle", "[steps]") {
+  using attn::DType;
+  // The seed's shape, causal to halve the CPU's work: 4 query tiles x 8 heads = 32 tiles, 3 key
+  // tiles of 192 (64 with dropout: 8).
+  const attn::Problem seed = attn_test::make(1, 8, 8, 512, 512, 64, DType::fp16, true);
+  CHECK(sm90a_tile(seed, "132").splits == 3);  // 4 parts would fit; 3 key tiles
+  CHECK(sm90a_tile(seed, "64").splits == 2);   // 64 blocks: 2 parts
+  CHECK(sm90a_tile(seed, "63").splits == 1);   // 2 parts would be 64 blocks on 63 SMs
+  CHECK(sm90a_tile(seed, "32").splits == 1);   // the tiles fill the SMs
+  attn::Problem dropout = seed;
+  dropout.dropout = 0.1f;
+  CHECK(sm90a_tile(dropout, "132").splits == 4);  // 132 / 32 parts, of 8 key tiles
+  // One query tile of 1000 keys at D = 128: 6 key tiles of 176.
+  const attn::Problem one = attn_test::make(1, 1, 1, 100, 1000, 128, DType::bf16, false);
+  CHECK(sm90a_tile(one, "132").splits == 6);
+  CHECK(sm90a_tile(one, "4").splits == 4);
+  CHECK(sm90a_tile(one, "1").splits == 1);
 }
 
 // Step 6's tiled rungs on the boundary shapes of the tile each reports (its tallest query tile and
