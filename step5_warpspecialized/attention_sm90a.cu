@@ -30,8 +30,8 @@
 // retired, so that the producer loads the next tile's Q and K/V tiles while they finish the last P
 // V and write O. The ring's slot and phase and the ping-pong's turns run on from tile to tile.
 //
-// When the query tiles are fewer than the SMs (key_splits), each one's keys are split into parts,
-// a work item each: the block of a part runs the online softmax over its key tiles alone and
+// When the query tiles fill at most half the SMs (key_splits), each one's keys are split into
+// parts, a work item each: the block of a part runs the online softmax over its key tiles alone and
 // writes O and LSE in fp32 to scratch memory, and combine_kernel_sm90a merges each row's parts by
 // their log-sum-exps (online_softmax::merge_lse): step 0's identity across blocks instead of tiles.
 //
@@ -269,9 +269,9 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     };
 
     // The ping-pong: turn k of this warpgroup waits for the other's turn k - 1 (warpgroup 0 goes
-    // first) and ends by letting the other go. Both warpgroups take n_tiles + 1 turns a query tile
-    // (the last issues its last P V), counted on across tiles; warpgroup 0 takes warpgroup 1's last
-    // turn's end after the last tile.
+    // first) and ends by letting the other go. Both warpgroups take n_tiles + 1 turns a work item
+    // (the last issues its last P V; none for a part without key tiles), counted on across items;
+    // warpgroup 0 takes warpgroup 1's last turn's end after the last item.
     auto turn_begin = [&] {
       if (group == 1 || turn > 0) attn::named_barrier_sync(kTurnBarrier + group, 2 * 128);
     };
@@ -518,9 +518,9 @@ __global__ void __launch_bounds__(32)
   if (threadIdx.x == 0) p.lse[row] = online_softmax::lse(all);
 }
 
-// The parts each query tile's keys are split into: none while the query tiles fill the SMs;
-// otherwise as many as keep the grid to one block per SM (one wave), and no more than the key
-// tiles.
+// The parts each query tile's keys are split into: as many as keep the grid to one block per SM
+// (one wave), and no more than the key tiles: none while the query tiles fill more than half the
+// SMs.
 int key_splits(unsigned items, int key_tiles) {
   return std::max(1, std::min(int(attn::sm_count() / std::max(items, 1u)), key_tiles));
 }

@@ -429,7 +429,7 @@ TEST_CASE("step 5's split loads each key tile once per query tile, in any number
         at(counted(&step5::rung9::counted::run, p), "step5_warpspecialized/rung9_shapes.cu", k_load)
             .tma_copies;
     CHECK(once == 2 * (causal ? 11 : 12));  // one box each at D = 64
-    const std::pair<const char*, int> parts[] = {{"1", 1}, {"8", 2}, {"16", 4}, {"132", 6}};
+    const std::pair<const char*, int> parts[] = {{"1", 1}, {"16", 4}, {"20", 5}, {"132", 6}};
     for (const auto& [sms, splits] : parts) {
       const attn_test::ScopedEnv env("SIMT_SMS", sms);
       INFO((causal ? "causal, " : "") << "SIMT_SMS=" << sms);

@@ -283,7 +283,7 @@ TEST_CASE("instrumented step5 sm80 passes the matrix with no access reported", "
 TEST_CASE("instrumented step5 sm90a passes the matrix with no access reported", "[instrumented]") {
   run_step5("sm90a", "random:5");
 }
-// On 132 SMs, where it splits most of the matrix's problems' keys: the parts' fp32 outputs and
+// On 132 SMs, where it splits 8 of the matrix's problems' keys: the parts' fp32 outputs and
 // log-sum-exps, and the kernel that merges them, are checked access by access too.
 TEST_CASE("instrumented step5 sm90a with its keys split passes the matrix with no access reported",
           "[instrumented]") {

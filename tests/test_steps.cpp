@@ -133,20 +133,25 @@ STEP_MATRIX_TESTS("step6_backward")
 STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm80")
 STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm90a")
 
-// The sm90a kernel once more, on 132 SMs (an H100's count) instead of the tests' 3: most of the
-// matrix's problems then leave SMs idle, and the kernel splits their keys across blocks (rung
-// 5.10, "step 5 splits ..." below says which).
-#define STEP5_SPLIT_MATRIX_TEST(SCHEDULE)                                                     \
-  TEST_CASE("step5_warpspecialized sm90a passes the matrix on 132 SMs, keys split, " SCHEDULE \
-            " schedule",                                                                      \
-            "[step5_warpspecialized]") {                                                      \
-    const attn_test::ScopedEnv sms("SIMT_SMS", "132");                                        \
-    run_matrix(step_named("step5_warpspecialized"), "cpu", SCHEDULE, "sm90a");                \
+// The sm90a kernel once more with more SMs than the tests' 3, where the matrix's problems leave
+// SMs idle and the kernel splits their keys across blocks (rung 5.10; "step 5 splits ..." below
+// holds the rule): on 132 (an H100's count) 8 of them split, each part 0 or 1 key tile; on 16, 7
+// split, 3 of them (causal, GQA, dropout, per-batch key lengths) in parts of several key tiles.
+#define STEP5_SPLIT_MATRIX_TEST(SMS, SCHEDULE)                                                    \
+  TEST_CASE("step5_warpspecialized sm90a passes the matrix on " SMS " SMs, keys split, " SCHEDULE \
+            " schedule",                                                                          \
+            "[step5_warpspecialized]") {                                                          \
+    const attn_test::ScopedEnv sms("SIMT_SMS", SMS);                                              \
+    run_matrix(step_named("step5_warpspecialized"), "cpu", SCHEDULE, "sm90a");                    \
   }
-STEP5_SPLIT_MATRIX_TEST("forward")
-STEP5_SPLIT_MATRIX_TEST("reverse")
-STEP5_SPLIT_MATRIX_TEST("random:7")
-STEP5_SPLIT_MATRIX_TEST("greedy")
+STEP5_SPLIT_MATRIX_TEST("132", "forward")
+STEP5_SPLIT_MATRIX_TEST("132", "reverse")
+STEP5_SPLIT_MATRIX_TEST("132", "random:7")
+STEP5_SPLIT_MATRIX_TEST("132", "greedy")
+STEP5_SPLIT_MATRIX_TEST("16", "forward")
+STEP5_SPLIT_MATRIX_TEST("16", "reverse")
+STEP5_SPLIT_MATRIX_TEST("16", "random:7")
+STEP5_SPLIT_MATRIX_TEST("16", "greedy")
 
 // Every rung of a step's ladder but the last (which is the step itself, above) runs the matrix,
 // named explicitly, under every schedule.
@@ -347,13 +352,16 @@ TEST_CASE("tiled kernels pass rows that end at a tile boundary: step 5", "[steps
   each_tiled_kernel(run_boundaries, {"step5_warpspecialized"});
 }
 
-// The boundary shapes have one or two query tiles and a few key tiles: on 132 SMs the sm90a kernel
-// splits their keys, a part's first tile then lies on either side of the first row's last
-// unmasked one.
+// The boundary shapes have one or two query tiles and a few key tiles: the sm90a kernel splits
+// their keys, on 132 SMs into parts of one key tile, whose first lies on either side of the first
+// row's last unmasked one, and on 2 (one query tile) into two parts, the second of several tiles.
 TEST_CASE("tiled kernels pass rows that end at a tile boundary: step 5, keys split",
           "[steps][boundary]") {
-  const attn_test::ScopedEnv sms("SIMT_SMS", "132");
-  run_boundaries("step5_warpspecialized", "sm90a", "");
+  for (const char* sms : {"132", "2"}) {
+    const attn_test::ScopedEnv env("SIMT_SMS", sms);
+    INFO("SIMT_SMS=" << sms);
+    run_boundaries("step5_warpspecialized", "sm90a", "");
+  }
 }
 
 namespace {
