@@ -146,8 +146,9 @@ attn::StepInfo info() {
                      rung8),
           STEP5_RUNG("shapes",
                      "a tile per head dim: wider key tiles, fewer ring slots above D = 64", rung9),
-          {"split", "keys split across blocks when the query tiles leave SMs idle", &run_cpu,
-           ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr, "sm90a"},
+          {"split", "keys split across blocks when the query tiles fill at most half the SMs",
+           &run_cpu, ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr,
+           "sm90a"},
       }};
 }
 }  // namespace step5

@@ -374,10 +374,11 @@ attn::RunContext::Tile sm90a_tile(const attn::Problem& p, const char* sms) {
 }
 }  // namespace
 
-// Rung 5.10's rule (key_splits in attention_sm90a.cu): a query tile's keys are split only when the
-// query tiles leave SMs idle, into as many parts as keep the grid to one block per SM, and no
-// more than the key tiles.
-TEST_CASE("step 5 splits a query tile's keys only when the query tiles leave SMs idle", "[steps]") {
+// Rung 5.10's rule (key_splits in attention_sm90a.cu): a query tile's keys are split into as many
+// parts as keep the grid to one block per SM, and no more than the key tiles: only when the query
+// tiles fill at most half the SMs.
+TEST_CASE("step 5 splits a query tile's keys only when the query tiles fill at most half the SMs",
+          "[steps]") {
   using attn::DType;
   // The seed's shape, causal to halve the CPU's work: 4 query tiles x 8 heads = 32 tiles, 3 key
   // tiles of 192 (64 with dropout: 8).
