@@ -41,17 +41,20 @@ inline unsigned sm_count() {
 void zero_device(RunContext& ctx, void* ptr, size_t bytes);
 
 // The tensor map of a [outer][rows][D] tensor of 16-bit elements, in boxes of 64 columns x
-// box_rows rows, 128-byte swizzle: a box lands as box_rows rows of 128 bytes, 16-byte chunk c of
-// row r at chunk c ^ (r % 8). Rows past `rows` and columns past D are zero-filled.
+// box_rows rows (of box_heads consecutive heads, each box_rows rows: a GQA group's query heads),
+// 128-byte swizzle: a box lands as box_heads * box_rows rows of 128 bytes, 16-byte chunk c of row
+// r at chunk c ^ (r % 8) (the swizzle follows the shared address). Rows past `rows` of each head
+// and columns past D are zero-filled.
 template <typename T>
-inline TensorMap head_tensor_map(const void* base, int outer, int rows, int D, int box_rows) {
+inline TensorMap head_tensor_map(const void* base, int outer, int rows, int D, int box_rows,
+                                 int box_heads = 1) {
   TensorMapSpec s;
   s.dtype = std::is_same_v<T, __half> ? TmaDtype::f16 : TmaDtype::bf16;
   s.rank = 3;
   s.global = base;
   s.dims[0] = uint64_t(D), s.dims[1] = uint64_t(rows), s.dims[2] = uint64_t(outer);
   s.strides[1] = uint64_t(D) * 2, s.strides[2] = uint64_t(rows) * D * 2;
-  s.box[0] = 64, s.box[1] = uint32_t(box_rows), s.box[2] = 1;
+  s.box[0] = 64, s.box[1] = uint32_t(box_rows), s.box[2] = uint32_t(box_heads);
   s.swizzle = simt::TmaSwizzle::b128;
 #if defined(__CUDACC__)
   TensorMap map;

@@ -56,11 +56,12 @@ class RunContext {
   std::string variant;
   // The tile the step's kernel ran with, set by its run function: query rows per block (Br),
   // keys per tile (Bc) and the shared-memory stages its K/V tiles cycle through (1: one buffer
-  // every tile reuses), and the parts each query tile's keys are split into across blocks (1: a
-  // block sees all of them); 0 where the step has no tiles. The tests derive tile-boundary shapes
+  // every tile reuses), the parts each query tile's keys are split into across blocks (1: a
+  // block sees all of them), and the query heads a tile's rows hold (a GQA group packed: rows /
+  // heads of each); 0 where the step has no tiles. The tests derive tile-boundary shapes
   // from it, and hold the test matrix to wrapping every kernel's ring.
   struct Tile {
-    int rows = 0, keys = 0, stages = 1, splits = 1;
+    int rows = 0, keys = 0, stages = 1, splits = 1, heads = 1;
   } tile;
   // A backward step's tensors besides the forward's (StepInfo::backward): set by the harness for
   // step 6, null for every other step. backward_params() puts them together with the forward's.

@@ -30,6 +30,7 @@ FIGURES = [("step4_tensorcore/README.md", "fragments-figure",
            ("step5_warpspecialized/README.md", "overlap-figure", ["step5_ring_figures", "overlap"]),
            ("step5_warpspecialized/README.md", "split-figure",
             ["step5_ring_figures", "split"]),
+           ("step5_warpspecialized/README.md", "pack-figure", ["step5_ring_figures", "pack"]),
            ("step6_backward/README.md", "walk-figure", ["step6_walk_figures", "walk"])]
 
 

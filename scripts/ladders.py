@@ -21,7 +21,7 @@ LADDERS = {
                               ("pingpong", "rung4_pingpong.cu"), ("overlap", "rung5_overlap.cu"),
                               ("budget", "rung6_budget.cu"), ("persistent", "rung7_persistent.cu"),
                               ("lpt", "rung8_lpt.cu"), ("shapes", "rung9_shapes.cu"),
-                              ("split", "attention_sm90a.cu")],
+                              ("split", "rung10_split.cu"), ("pack", "attention_sm90a.cu")],
     "step6_backward": [("math", "rung1_math.cu"), ("atomics", "rung2_atomics.cu"),
                        ("tiles", "rung3_tiles.cu"), ("fused", "rung4_fused.cu"),
                        ("mma", "rung5_mma.cu"), ("registers", "rung6_registers.cu"),

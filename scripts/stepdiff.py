@@ -12,7 +12,7 @@ A step is a number (0-6), `stepN`, or its directory name; step 5's kernels are `
 (the default) and `step5:sm90a`. A step whose lesson is a ladder has rungs, `4.1` .. `4.11` (or
 by name, `4.swizzle`): each a complete kernel, one idea more than the rung before; the last
 rung is the step's own kernel (`4` = `4.11`). Step 5's ladder leads from its sm80 kernel to its
-sm90a one: `5`, `5.1` .. `5.9`, then `5:sm90a` (= `5.10`). What is compared is each kernel's
+sm90a one: `5`, `5.1` .. `5.10`, then `5:sm90a` (= `5.11`). What is compared is each kernel's
 source file.
 Step 0 has no kernel: its streaming loop (step0_reference/streaming.cpp, the online softmax in
 plain C++) stands in for it, and the output says so. --list prints every step and rung in

@@ -35,6 +35,11 @@
 // writes O and LSE in fp32 to scratch memory, and combine_kernel_sm90a merges each row's parts by
 // their log-sum-exps (online_softmax::merge_lse): step 0's identity across blocks instead of tiles.
 //
+// With grouped-query attention, the query heads that share a K/V head are packed into one tile
+// when that saves a tenth of the tiles (packed_heads): `pack` heads of Br / pack rows each, one
+// TMA box of Br / pack rows by `pack` heads, every K/V tile loaded once for all of them. A row of
+// the tile is head h + r / (Br / pack), query i0 + r % (Br / pack).
+//
 // Key tiles are as wide as the consumers' registers allow at each head dim, in as many ring slots
 // as shared memory holds (kKeysPerTile, kRingSlots): 192 keys up to D = 96, 176 at D = 128, in 3
 // slots at D = 64 and 2 above; 64 keys in 3 slots with dropout. Shared tiles are 64-column blocks
@@ -95,7 +100,7 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     attention_kernel_sm90a(const AttentionParams p, const __grid_constant__ attn::TensorMap map_q,
                            const __grid_constant__ attn::TensorMap map_k,
                            const __grid_constant__ attn::TensorMap map_v, int* tile_counter,
-                           int splits, float* o_part, float* lse_part) {
+                           int splits, int pack, float* o_part, float* lse_part) {
 #if ATTN_SM90A_BODY
   using namespace sm90a;
   constexpr int Bc = kKeysPerTile<D, kDropout>, kStages = kRingSlots<D, kDropout>;
@@ -114,14 +119,15 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
   const int g = lane / 4, t = lane % 4;  // this lane holds rows g and g + 8 of its warp's 16
   const int group = warpgroup - 1;       // consumer warpgroup 0 or 1: rows 64 group .. + 63
   const int row0 = 64 * group + 16 * (warp % 4) + g;  // this lane's rows: row0, row0 + 8
-  const int q_tiles = (p.seqlen_q + Br - 1) / Br, n_bh = p.batch * p.heads;
+  const int rows = Br / pack;                         // of each of the tile's heads
+  const int q_tiles = (p.seqlen_q + rows - 1) / rows, n_bh = p.batch * p.heads / pack;
   const int n_work = q_tiles * n_bh, n_items = n_work * splits;
-  // A work item is a query tile, its (batch, head) and rows (with a causal mask, longest first),
+  // A work item is a query tile, its (batch, heads) and rows (with a causal mask, longest first),
   // and a part of its keys (item / n_work): of the n key tiles the tile sees, tiles
   // first_tile(part, n) to first_tile(part + 1, n) - 1.
   auto bh_of = [&](int item) { return p.causal ? item % n_bh : item / q_tiles % n_bh; };
   auto i0_of = [&](int item) {
-    return (q_tiles - 1 - (p.causal ? item / n_bh % q_tiles : item % q_tiles)) * Br;
+    return (q_tiles - 1 - (p.causal ? item / n_bh % q_tiles : item % q_tiles)) * rows;
   };
   auto first_tile = [&](int part, int n) { return part * n / splits; };
   const attn::Dropout drop = attn::make_dropout(p.dropout, p.seed);
@@ -161,14 +167,14 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
           attn::mbarrier_arrive(q_full);
           break;
         }
-        const int bh = bh_of(item), b = bh / p.heads, h = bh % p.heads;
+        const int bh = bh_of(item), b = bh / (p.heads / pack), h = bh % (p.heads / pack) * pack;
         const int i0 = i0_of(item);
-        const int n_tiles = (attn::tile_keys_end(p, b, i0, Br) + Bc - 1) / Bc;
+        const int n_tiles = (attn::tile_keys_end(p, b, i0, rows) + Bc - 1) / Bc;
         const int kv_bh = b * p.heads_kv + attn::kv_head(p, h), part = item / n_work;
         // Boxes past the tensor's last row arrive as zeros (and count).
         attn::mbarrier_arrive_expect_tx(q_full, Tile<D>::elements(Br) * sizeof(T));
         for (int blk = 0; blk < Tile<D>::kBlocks; ++blk)
-          attn::tma_load_3d(Qs + blk * Br * 64, &map_q, q_full, 64 * blk, i0, bh);
+          attn::tma_load_3d(Qs + blk * Br * 64, &map_q, q_full, 64 * blk, i0, b * p.heads + h);
         for (int n = first_tile(part, n_tiles); n < first_tile(part + 1, n_tiles); ++n, ++loads) {
           const int s = loads % kStages;
           attn::mbarrier_wait_parity(&empty[s], (loads / kStages % 2) ^ 1);  // the slot was read
@@ -197,14 +203,17 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
     attn::mbarrier_wait_parity(q_full, w % 2);  // Q has landed, and its item
     const int item = *tile_item;
     if (item >= n_items) break;
-    const int bh = bh_of(item), b = bh / p.heads, h = bh % p.heads;
+    const int bh = bh_of(item), b = bh / (p.heads / pack), h0 = bh % (p.heads / pack) * pack;
     const int i0 = i0_of(item);
-    const int64_t q_row0 = (int64_t(b) * p.heads + h) * p.seqlen_q + i0;
 
-    // Keys each of this lane's two rows sees, and keys any row of the block sees (see step 3).
-    int end[2];
-    for (int half = 0; half < 2; ++half) end[half] = attn::row_keys_end(p, b, i0 + row0 + 8 * half);
-    const int block_end = attn::tile_keys_end(p, b, i0, Br);
+    // This lane's two rows (head, query), the keys each sees, and the keys any row of the block
+    // sees (see step 3).
+    int head[2], query[2], end[2];
+    for (int half = 0; half < 2; ++half) {
+      head[half] = h0 + (row0 + 8 * half) / rows, query[half] = i0 + (row0 + 8 * half) % rows;
+      end[half] = attn::row_keys_end(p, b, query[half]);
+    }
+    const int block_end = attn::tile_keys_end(p, b, i0, rows);
     // This part's tiles: n0 + n for n < n_tiles.
     const int all_tiles = (block_end + Bc - 1) / Bc, part = item / n_work;
     const int n0 = first_tile(part, all_tiles), n_tiles = first_tile(part + 1, all_tiles) - n0;
@@ -292,9 +301,9 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
         for (int nt = 0; nt < Bc / 8; ++nt) {
 #pragma unroll 1
           for (int half = 0; half < 2; ++half) {
-            bool keep0, keep1;
-            attn::dropout_keep_pair(drop, b, h, i0 + row0 + 8 * half, j0 + nt * 8 + 2 * t, keep0,
-                                    keep1);
+            bool keep0, keep1;  // (selects: a loop index into head[] would put it on the stack)
+            attn::dropout_keep_pair(drop, b, half ? head[1] : head[0], half ? query[1] : query[0],
+                                    j0 + nt * 8 + 2 * t, keep0, keep1);
             keep |= uint32_t(keep0) << (4 * nt + 2 * half);
             keep |= uint32_t(keep1) << (4 * nt + 2 * half + 1);
           }
@@ -470,11 +479,11 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) o_acc[dt][2 * half] = o_acc[dt][2 * half + 1] = 0.0f;
       }
-      const int r = row0 + 8 * half;
-      if (i0 + r >= p.seqlen_q) continue;
+      if (query[half] >= p.seqlen_q) continue;
+      const int64_t q_row = (int64_t(b) * p.heads + head[half]) * p.seqlen_q + query[half];
       const float inv_l = online_softmax::inv_sum(state[half]) * (kDropout ? drop.scale : 1.0f);
       if (splits > 1) {  // this part's O and LSE, in fp32, for combine_kernel_sm90a to merge
-        const int64_t row = int64_t(part) * n_bh * p.seqlen_q + q_row0 + r;
+        const int64_t row = int64_t(part) * p.batch * p.heads * p.seqlen_q + q_row;
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt)
           *reinterpret_cast<float2*>(o_part + row * D + dt * 8 + 2 * t) =
@@ -482,18 +491,18 @@ __global__ void __launch_bounds__(sm90a::kThreads, 1)
         if (t == 0) lse_part[row] = online_softmax::lse2(state[half], p.scale);
         continue;
       }
-      T* o = static_cast<T*>(p.o) + (q_row0 + r) * D;
+      T* o = static_cast<T*>(p.o) + q_row * D;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt)
         *reinterpret_cast<uint32_t*>(o + dt * 8 + 2 * t) =
             attn::pack2<T>(o_acc[dt][2 * half] * inv_l, o_acc[dt][2 * half + 1] * inv_l);
-      if (t == 0) p.lse[q_row0 + r] = online_softmax::lse2(state[half], p.scale);
+      if (t == 0) p.lse[q_row] = online_softmax::lse2(state[half], p.scale);
     }
   }
   if (group == 0 && turn > 0) attn::named_barrier_sync(kTurnBarrier, 2 * 128);
 #else
-  (void)p, (void)map_q, (void)map_k, (void)map_v, (void)tile_counter, (void)splits, (void)o_part,
-      (void)lse_part;
+  (void)p, (void)map_q, (void)map_k, (void)map_v, (void)tile_counter, (void)splits, (void)pack,
+      (void)o_part, (void)lse_part;
 #endif
 }
 
@@ -525,11 +534,22 @@ int key_splits(unsigned items, int key_tiles) {
   return std::max(1, std::min(int(attn::sm_count() / std::max(items, 1u)), key_tiles));
 }
 
+// The query heads of a tile: a GQA group's (the heads that share a K/V head) when they divide the
+// tile's rows and packing them saves at least a tenth of the tiles (a short query leaves most of
+// a tile's rows empty; FlashAttention-3's margin); else one.
+int packed_heads(int seqlen_q, int group) {
+  const auto tiles = [&](int rows) { return (seqlen_q + rows - 1) / rows; };
+  return sm90a::Br % group == 0 && 10 * tiles(sm90a::Br / group) <= 9 * group * tiles(sm90a::Br)
+             ? group
+             : 1;
+}
+
 void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
   using namespace sm90a;
-  const unsigned bh = p.batch * p.heads;
-  const unsigned q_tiles = (p.seqlen_q + Br - 1) / Br;
-  const int64_t rows = int64_t(bh) * p.seqlen_q;
+  const int pack = packed_heads(p.seqlen_q, p.heads / p.heads_kv);
+  const unsigned bh = p.batch * p.heads / pack;
+  const unsigned q_tiles = (p.seqlen_q + Br / pack - 1) / (Br / pack);
+  const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q;
   int* counter = ctx.scratch<int>("tile counter", 1);
   if (p.causal) attn::zero_device(ctx, counter, sizeof(int));  // the causal items' counter
   attn::dispatch_dtype(p.dtype, [&]<typename T>() {
@@ -537,11 +557,11 @@ void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
       auto run = [&]<bool kDropout>() {
         constexpr int Bc = kKeysPerTile<D, kDropout>, kStages = kRingSlots<D, kDropout>;
         const int splits = key_splits(q_tiles * bh, (p.seqlen_k + Bc - 1) / Bc);
-        ctx.tile = {Br, Bc, kStages, splits};
+        ctx.tile = {Br, Bc, kStages, splits, pack};
         float* o_part = splits > 1 ? ctx.scratch<float>("partial O", splits * rows * D) : nullptr;
         float* lse_part = splits > 1 ? ctx.scratch<float>("partial LSE", splits * rows) : nullptr;
         const attn::TensorMap mq =
-            attn::head_tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br);
+            attn::head_tensor_map<T>(p.q, p.batch * p.heads, p.seqlen_q, D, Br / pack, pack);
         const attn::TensorMap mk =
             attn::head_tensor_map<T>(p.k, p.batch * p.heads_kv, p.seqlen_k, D, Bc);
         const attn::TensorMap mv =
@@ -551,7 +571,7 @@ void run_sm90a(const AttentionParams& p, attn::RunContext& ctx) {
             (2 * kStages + 3) * sizeof(uint64_t);
         const unsigned blocks = std::min(q_tiles * bh * splits, attn::sm_count());
         attn::launch(attention_kernel_sm90a<T, D, kDropout>, {dim3(blocks), dim3(kThreads), smem},
-                     p, mq, mk, mv, counter, splits, o_part, lse_part);
+                     p, mq, mk, mv, counter, splits, pack, o_part, lse_part);
         if (splits > 1)
           attn::launch(combine_kernel_sm90a<T, D>, {dim3(unsigned(rows)), dim3(32), 0}, p, splits,
                        o_part, lse_part);

@@ -44,6 +44,9 @@ ATTN_KERNEL_ENTRIES
 namespace rung9 {
 ATTN_KERNEL_ENTRIES
 }
+namespace rung10 {
+ATTN_KERNEL_ENTRIES
+}
 
 // A rung of the sm90a ladder: its GPU copy exists where the build holds sm_90a code (elsewhere
 // --rung is refused before it runs, as --variant sm90a is: unavailable() below).
@@ -146,7 +149,10 @@ attn::StepInfo info() {
                      rung8),
           STEP5_RUNG("shapes",
                      "a tile per head dim: wider key tiles, fewer ring slots above D = 64", rung9),
-          {"split", "keys split across blocks when the query tiles fill at most half the SMs",
+          STEP5_RUNG("split",
+                     "keys split across blocks when the query tiles fill at most half the SMs",
+                     rung10),
+          {"pack", "a GQA group's query heads in one tile when that saves a tenth of the tiles",
            &run_cpu, ATTN_GPU_RUN(run_gpu), ATTN_COUNTED_RUN(counted::run) ? &run_counted : nullptr,
            "sm90a"},
       }};

@@ -72,13 +72,13 @@ inline std::vector<attn::Problem> matrix() {
       make(1, 1, 1, full ? 1000 : 200, 1000, 128, b16, false, {}, 0.1f),
       make(2, 2, 2, 100, 1000, 80, f16, false, {1000, 999}),
       // Dropout 0.999: almost every key dropped, the kept ones scaled by 1000 (precision).
-      make(1, 2, 2, 129, 129, 64, f16, false, {}, 0.999f),
+      make(1, 2, 1, 129, 129, 64, f16, false, {}, 0.999f),  // GQA
       make(1, 2, 1, 100, 200, 128, b16, true, {}, 0.999f),
   };
   // Per-batch query lengths: padding rows and whole padding tiles, an empty batch, causal masks
   // aligned to each batch's own lengths, and with key lengths too.
   m.push_back(with_seqlens_q(make(3, 2, 1, 65, 100, 64, f16, true, {100, 30, 0}), {65, 10, 40}));
-  m.push_back(with_seqlens_q(make(2, 2, 2, 129, 129, 128, b16, false), {0, 77}));
+  m.push_back(with_seqlens_q(make(2, 2, 1, 129, 129, 128, b16, false), {0, 77}));  // GQA
   m.push_back(with_seqlens_q(make(2, 3, 1, 150, 90, 96, f16, true, {}, 0.1f), {1, 149}));
   m.push_back(with_seqlens_q(make(1, 2, 2, 100, 40, 80, b16, true), {33}));
   // A scale of its own; 140 keys, three blocks of step 6's 64 at head dim 96 (test_steps.cpp).
@@ -87,7 +87,7 @@ inline std::vector<attn::Problem> matrix() {
   m.push_back(scaled);
   // A negative scale: the largest score is the most negative q.k, and zero-filled keys past the
   // end of a partial tile would dominate if they were not masked.
-  attn::Problem negative = make(1, 2, 2, 33, 70, 64, f16, false);
+  attn::Problem negative = make(1, 2, 1, 33, 70, 64, f16, false);  // GQA
   negative.scale = -0.2f;
   m.push_back(negative);
   return m;

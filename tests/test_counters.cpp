@@ -45,7 +45,10 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step5::rung9::counted {  // the same, in wider key tiles above D = 64
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
-namespace step5::counted {  // the same, a query tile's keys split when SMs would idle
+namespace step5::rung10::counted {  // the same, a query tile's keys split when SMs would idle
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
+namespace step5::counted {  // the same, a GQA group's query heads packed into a tile
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
 namespace step5_twice::cpu {  // the counter's items not offset by the grid's first ones
@@ -440,5 +443,30 @@ TEST_CASE("step 5's split loads each key tile once per query tile, in any number
       const uint64_t lost = 2 * uint64_t((causal ? 5 : 6) % splits + 6 % splits);
       CHECK(at(counted(&step5_lost::cpu::run_sm90a, p), file, k_load).tma_copies == once - lost);
     }
+  }
+}
+
+// Rung 5.11 packs a GQA group's query heads into one tile when that makes fewer tiles: the tile's
+// K/V tiles are loaded once for the whole group, where rung 5.10 loads them once per head.
+TEST_CASE("step 5's packed tile loads each K/V tile once for its GQA group", "[counters][budget]") {
+  const std::string q_load = "attn::tma_load_3d(Qs + blk * Br * 64";
+  const std::string k_load = "attn::tma_load_3d(k_slot + blk * Bc * 64";
+  const std::string file = "step5_warpspecialized/attention_sm90a.cu";
+  const std::string rung10 = "step5_warpspecialized/rung10_split.cu";
+  // On 132 SMs, where both split each query tile's keys into 3 parts of one key tile.
+  const attn_test::ScopedEnv sms("SIMT_SMS", "132");
+  for (const bool causal : {false, true}) {
+    INFO((causal ? "causal" : "no mask"));
+    // 8 query heads of one K/V head, 16 rows each; 400 keys, 3 tiles of 192: 5.10 runs 8 query
+    // tiles of one head each, 5.11 one of the 8 heads.
+    const attn::Problem p = attn_test::make(1, 8, 1, 16, 400, 64, attn::DType::bf16, causal);
+    const Report per_head = counted(&step5::rung10::counted::run, p);
+    const Report packed = counted(&step5::counted::run_sm90a, p);
+    // A part loads its query tile's Q (one box: 128 rows of a head, or 16 rows of each of 8
+    // heads) and its key tile.
+    CHECK(at(per_head, rung10, q_load).tma_copies == 8 * 3);
+    CHECK(at(per_head, rung10, k_load).tma_copies == 8 * 3);
+    CHECK(at(packed, file, q_load).tma_copies == 3);
+    CHECK(at(packed, file, k_load).tma_copies == 3);
   }
 }

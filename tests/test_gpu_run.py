@@ -546,7 +546,7 @@ class GpuRun(unittest.TestCase):
                                ("step4_tensorcore[keepbits]", "step4_tensorcore"),
                                ("step4_tensorcore", "step5_warpspecialized[sm80]"),
                                ("step5_warpspecialized[sm80]", "step5_warpspecialized[tma]"),
-                               ("step5_warpspecialized[shapes]", "step5_warpspecialized[sm90a]")):
+                               ("step5_warpspecialized[split]", "step5_warpspecialized[sm90a]")):
             self.assertLess(names.index(earlier), names.index(later), (earlier, later))
         self.assertEqual(panels[0]["bars"][1][0], "2.1 tiles")
         # each bar's share of the best SDPA backend at that shape (the only one here: flash)

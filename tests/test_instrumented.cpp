@@ -129,6 +129,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step5::rung9::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step5::rung10::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step5::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
@@ -260,7 +263,7 @@ TEST_CASE("instrumented step5 rungs pass the matrix with no access reported", "[
       {"warpgroups", &step5::rung3::counted::run}, {"pingpong", &step5::rung4::counted::run},
       {"overlap", &step5::rung5::counted::run},    {"budget", &step5::rung6::counted::run},
       {"persistent", &step5::rung7::counted::run}, {"lpt", &step5::rung8::counted::run},
-      {"shapes", &step5::rung9::counted::run},
+      {"shapes", &step5::rung9::counted::run},     {"split", &step5::rung10::counted::run},
   };
   for (const auto& [name, fn] : rungs)
     run_matrix({.name = std::string("step5_warpspecialized[") + name + "]",

@@ -46,6 +46,9 @@ void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step5_ring_slots::cpu {  // 3 ring slots where D = 128's wide tiles leave room for 2
 void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step5_one_head::cpu {  // a packed tile's Q box one head deep
+void run_sm90a(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step5_padding_barrier::cpu {  // rung 5.3's zero_padding without its named barrier
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -297,6 +300,23 @@ TEST_CASE("a persistent producer out of work that does not wake the consumers is
                         Catch::Contains("on mbarrier q_full at shared") &&
                         Catch::Contains(file + ":" + std::to_string(wait)));
     }
+  }
+}
+
+TEST_CASE("a packed tile whose Q box is one head deep is a deadlock at the consumers' Q wait",
+          "[planted]") {
+  // Four query heads of one K/V head, 17 rows each: one tile of 4 x 32 rows. A box of 32 rows of
+  // one head brings a quarter of the bytes q_full expects; its phase never completes.
+  const std::string file = "step5_warpspecialized/attention_sm90a.cu";
+  const int wait = line_of(file, "attn::mbarrier_wait_parity(q_full, w % 2);");
+  REQUIRE(wait > 0);
+  const attn::StepInfo step{.name = "planted", .cpu = &step5_one_head::cpu::run_sm90a};
+  const attn::Problem p = attn_test::make(1, 4, 1, 17, 300, 64, attn::DType::bf16, true);
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    const std::string r = attn_test::run_boundary(step, "", "", p, 192, schedule);
+    INFO(schedule << ": " << r);
+    CHECK_THAT(r, Catch::Contains("deadlock") && Catch::Contains("on mbarrier q_full at shared") &&
+                      Catch::Contains(file + ":" + std::to_string(wait)));
   }
 }
 

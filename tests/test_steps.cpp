@@ -204,6 +204,7 @@ STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "budget")
 STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "persistent")
 STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "lpt")
 STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "shapes")
+STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "split")
 
 TEST_CASE("every rung of a ladder has a test of its own here", "[steps][rungs]") {
   // The list above, against the steps' ladders: a new rung needs its STEP_RUNG_MATRIX_TESTS line.
@@ -273,12 +274,22 @@ namespace {
 // dropout), with and without dropout. Each of the four runs under one of two schedules, so that
 // every kernel, head dim and dropout setting meets both ("forward" and "random:13") in half the
 // runs: the shapes are about where rows and tiles end, which no schedule changes; the matrix runs
-// every kernel under all four schedules.
+// every kernel under all four schedules. A rung of a ladder takes one of the four in turn along
+// its ladder (as step 6's rungs do): each carries the ideas of the rungs before it into the
+// step's own kernels, which take all four, and the matrix holds every rung to every head dim and
+// dropout setting.
 void run_boundaries(const std::string& step_name, const std::string& variant,
                     const std::string& config, const std::string& rung = "") {
   const attn::StepInfo step = attn_test::as_rung(step_named(step_name), rung);
+  const auto& rungs = step_named(step_name).rungs;
+  const long turn =
+      rung.empty() ? -1 : std::find_if(rungs.begin(), rungs.end(), [&](const auto& r) {
+                            return r.name == rung;
+                          }) - rungs.begin();
+  int run = 0;
   for (int dim : {64, 128})
     for (float dropout : {0.0f, 0.1f}) {
+      if (turn >= 0 && run++ % 4 != turn % 4) continue;
       const char* schedule = (dim == 64) == (dropout == 0.0f) ? "forward" : "random:13";
       const attn::RunContext::Tile tile = attn_test::tile_of(step, variant, config, dim, dropout);
       REQUIRE(tile.rows > 0);
@@ -395,6 +406,48 @@ TEST_CASE("step 5 splits a query tile's keys only when the query tiles fill at m
   CHECK(sm90a_tile(one, "132").splits == 6);
   CHECK(sm90a_tile(one, "4").splits == 4);
   CHECK(sm90a_tile(one, "1").splits == 1);
+}
+
+// Rung 5.11's rule (packed_heads in attention_sm90a.cu): the query heads of a GQA group share a
+// tile when the group divides its 128 rows and that saves at least a tenth of the tiles.
+TEST_CASE("step 5 packs a GQA group's query heads into a tile when that saves a tenth of the tiles",
+          "[steps]") {
+  using attn::DType;
+  const auto heads = [](int h, int h_kv, int sq) {
+    return sm90a_tile(attn_test::make(1, h, h_kv, sq, 17, 64, DType::bf16, false), "3").heads;
+  };
+  CHECK(heads(8, 1, 1) == 8);    // 1 tile of 8 heads x 16 rows instead of 8
+  CHECK(heads(8, 1, 17) == 8);   // 2 instead of 8
+  CHECK(heads(8, 2, 48) == 4);   // 2 of 4 x 32 rows instead of 4, for each K/V head
+  CHECK(heads(2, 1, 129) == 2);  // 3 of 2 x 64 instead of 4
+  CHECK(heads(2, 1, 300) == 2);  // 5 instead of 6
+  CHECK(heads(2, 1, 128) == 1);  // 2 either way
+  CHECK(heads(2, 1, 700) == 1);  // 11 instead of 12: not a tenth
+  CHECK(heads(2, 2, 1) == 1);    // no group
+  CHECK(heads(3, 1, 1) == 1);    // 3 does not divide 128
+}
+
+// The matrix's packed problems have groups of 2 (a warpgroup's 64 rows one head's); these pack 4,
+// 8 and 16 heads (a warpgroup's rows several heads', a lane's two rows two heads' at 16), with
+// per-batch lengths, causal masks and dropout, on 3 SMs and on 132 (where the keys are split too).
+TEST_CASE("step 5's packed tiles pass GQA groups of 4, 8 and 16", "[steps]") {
+  using attn::DType;
+  const attn::StepInfo& step = step_named("step5_warpspecialized");
+  const std::pair<attn::Problem, int> packed[] = {
+      {attn_test::make(1, 16, 1, 1, 17, 80, DType::bf16, true), 16},
+      {attn_test::make(3, 8, 2, 33, 129, 64, DType::bf16, false, {129, 0, 50}), 4},
+      {attn_test::with_seqlens_q(
+           attn_test::make(3, 8, 1, 65, 100, 64, DType::fp16, true, {100, 30, 0}), {65, 10, 40}),
+       8},
+      {attn_test::make(1, 8, 1, 20, 300, 128, DType::bf16, true, {}, 0.1f), 8},
+  };
+  for (const auto& [p, pack] : packed)
+    for (const auto& [sms, schedule] : {std::pair{"3", "forward"}, std::pair{"132", "random:7"}}) {
+      INFO(p.describe() << " on " << sms << " SMs, " << schedule);
+      CHECK(sm90a_tile(p, sms).heads == pack);
+      const attn_test::ScopedEnv env("SIMT_SMS", sms);
+      CHECK(attn_test::run_boundary(step, "sm90a", "", p, 192, schedule) == "");
+    }
 }
 
 // Step 6's tiled rungs on the boundary shapes of the tile each reports (its tallest query tile and

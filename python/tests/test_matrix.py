@@ -32,16 +32,16 @@ CASES = [
     ("bf16", 1, 1, 1, 200, 1000, 128, False, None, None, 0.1, None),
     ("fp16", 2, 2, 2, 100, 1000, 80, False, None, [1000, 999], 0.0, None),
     # Dropout 0.999: almost every key dropped, the kept ones scaled by 1000.
-    ("fp16", 1, 2, 2, 129, 129, 64, False, None, None, 0.999, None),
+    ("fp16", 1, 2, 1, 129, 129, 64, False, None, None, 0.999, None),  # GQA
     ("bf16", 1, 2, 1, 100, 200, 128, True, None, None, 0.999, None),
     # Per-batch query lengths, causal masks aligned to each batch's own lengths.
     ("fp16", 3, 2, 1, 65, 100, 64, True, [65, 10, 40], [100, 30, 0], 0.0, None),
-    ("bf16", 2, 2, 2, 129, 129, 128, False, [0, 77], None, 0.0, None),
+    ("bf16", 2, 2, 1, 129, 129, 128, False, [0, 77], None, 0.0, None),  # GQA
     ("fp16", 2, 3, 1, 150, 90, 96, True, [1, 149], None, 0.1, None),
     ("bf16", 1, 2, 2, 100, 40, 80, True, [33], None, 0.0, None),
     # A custom scale, and a negative one (zero-filled keys past a partial tile would win).
     ("bf16", 1, 2, 2, 40, 140, 96, True, None, None, 0.0, 0.3),
-    ("fp16", 1, 2, 2, 33, 70, 64, False, None, None, 0.0, -0.2),
+    ("fp16", 1, 2, 1, 33, 70, 64, False, None, None, 0.0, -0.2),  # GQA
 ]
 
 
