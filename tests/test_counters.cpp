@@ -446,8 +446,9 @@ TEST_CASE("step 5's split loads each key tile once per query tile, in any number
   }
 }
 
-// Rung 5.11 packs a GQA group's query heads into one tile when that makes fewer tiles: the tile's
-// K/V tiles are loaded once for the whole group, where rung 5.10 loads them once per head.
+// Rung 5.11 packs a GQA group's query heads into one tile when that saves a tenth of the tiles:
+// the tile's K/V tiles are loaded once for the whole group, where rung 5.10 loads them once per
+// head.
 TEST_CASE("step 5's packed tile loads each K/V tile once for its GQA group", "[counters][budget]") {
   const std::string q_load = "attn::tma_load_3d(Qs + blk * Br * 64";
   const std::string k_load = "attn::tma_load_3d(k_slot + blk * Bc * 64";
