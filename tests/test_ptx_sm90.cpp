@@ -1191,3 +1191,49 @@ TEST_CASE("sm90: a copy that lands through an mbarrier is named with it when rea
       Contains("has not landed (it lands when mbarrier full at shared 0x400 "
                "completes the phase"));
 }
+
+namespace {
+// PTX ISA, "cp.async.bulk.tensor": the destination is written asynchronously, and complete-tx on
+// the mbarrier is what makes the writes visible to the threads that observe the phase complete.
+// which 1 waits on the other parity (it returns at once) and reads the box with ldmatrix, a
+// generic-proxy read: the report names the TMA's line and the barrier it lands through.
+__global__ void tma_ldmatrix(const attn::TensorMap map, int which, uint32_t* out) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + 4096);
+  if (threadIdx.x == 0) {
+    attn::mbarrier_init(bar, 1);
+    attn::mbarrier_label(bar, "box");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    attn::mbarrier_arrive_expect_tx(bar, 512);
+    attn::tma_load_2d(smem, &map, bar, 0, 0);
+  }
+  constexpr int kTmaLine = __LINE__ - 2;
+  attn::mbarrier_wait_parity(bar, which == 1 ? 1 : 0);
+  uint32_t r[4];
+  attn::ldmatrix<4>(r, smem + threadIdx.x % 16 * 32 + threadIdx.x / 16 * 16);
+  for (int i = 0; i < 4; ++i) out[threadIdx.x * 4 + i] = r[i];
+  if (threadIdx.x == 0) out[128] = kTmaLine;
+}
+}  // namespace
+
+TEST_CASE("sm90: an ldmatrix of a TMA destination before it lands names the TMA and its barrier",
+          "[ptx][sm90]") {
+  DeviceBuf<uint16_t> g(16 * 16);
+  DeviceBuf<uint32_t> out(129);
+  for (int x = 0; x < 256; ++x) g.ptr[x] = uint16_t(x);
+  attn::TensorMapSpec s;
+  s.rank = 2, s.global = g.ptr, s.dims[0] = 16, s.dims[1] = 16, s.strides[1] = 32;
+  s.box[0] = 16, s.box[1] = 16;
+  const simt::TensorMap map = attn::encode_tensor_map_cpu(s);
+  const attn::LaunchConfig cfg{dim3(1), dim3(32), 4096 + 8};
+  launch(tma_ldmatrix, cfg, map, 0, out.ptr);  // waited for: the box's values
+  CHECK((out.ptr[0] & 0xFFFF) == 0);
+  CHECK(out.ptr[0] >> 16 == 1);
+  const std::string tma = "test_ptx_sm90.cpp:" + std::to_string(out.ptr[128]);
+  CHECK_THROWS_WITH(launch(tma_ldmatrix, cfg, map, 1, out.ptr),
+                    Contains("ldmatrix at") && Contains("TMA load (cp.async.bulk.tensor)") &&
+                        Contains(tma + " has not landed") && Contains("mbarrier box") &&
+                        Contains("a wait on the wrong parity"));
+}

@@ -93,17 +93,18 @@ struct Block {
   // instrumented helper (an inline function the linker took from the instrumented copy), whose
   // accesses must not start tracking what the kernel's own plain stores never report.
   bool instrumented = false;
-  // Per 16-byte chunk of smem, the cp.async in flight into it (thread -1: none).
+  // Per 16-byte chunk of smem, the cp.async or TMA load in flight into it (thread -1: none).
   struct Pending {
     const char* file;
     uint32_t line;
     int tid;
     const std::string* via;  // the mbarrier it lands through, or null: its issuer's wait_group
+    bool tma = false;        // a TMA load (cp.async.bulk.tensor), which lands through `via`
   };
   std::vector<Pending> pending;
   // Per 16-byte chunk of smem, what the checks know of it (small enough to stay in the L1 cache):
   //   kWritten: anything wrote it since the block started (a store, a copy landing, mark_written);
-  //   kInFlight: pending[chunk] holds a cp.async copy into it;
+  //   kInFlight: pending[chunk] holds a cp.async copy or a TMA load into it;
   //   kUnsettled: a tracked store wrote it since a barrier last released every thread of the
   //     block (which makes every store so far visible to all): only then may a word of it hold a
   //     store another lane of the writer's warp may not see yet, which `stores` tells.

@@ -40,6 +40,10 @@ std::string hex(uint32_t v) {
 }
 
 std::string landing_hint(const Block::Pending& q) {
+  if (q.tma)
+    return " (it lands when " + *q.via +
+           " completes the phase its bytes were announced for: a missing wait on that mbarrier, "
+           "or a wait on the wrong parity)";
   if (q.via)
     return " (it lands when " + *q.via +
            " completes the phase its issuer's cp.async.mbarrier.arrive.noinc arrived on: a "

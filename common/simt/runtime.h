@@ -256,6 +256,10 @@ bool stores_tracked();
 // reports of a read before it landed name `via` (which must outlive the block) instead of the
 // issuer's cp.async.wait_group.
 void async_via_mbarrier(const void* dst, const std::string* via);
+// A TMA load (cp.async.bulk.tensor) issued into the 16 bytes at `dst`, landing through the
+// mbarrier `via` (which must outlive the block): until it lands, a read of them by a generic-proxy
+// instruction (ldmatrix, or a load of an instrumented kernel) is reported as a cp.async's is.
+void tma_issued(const void* dst, const simt::where_t& where, const std::string* via);
 // cp.async in ptx.cpp tells the Hopper emulations (when the block uses them: t_extension) where it
 // writes.
 void note_async_copy(const void* dst);

@@ -57,9 +57,10 @@ namespace {
          std::to_string(smem_bytes) + " bytes of dynamic shared memory";
 }
 [[gnu::noinline, gnu::cold]] std::string read_in_flight(size_t off, const Block::Pending& q) {
-  return "read of shared memory (offset " + std::to_string(off) +
-         ") while the cp.async that thread " + std::to_string(q.tid) + " issued into it at " +
-         loc_of(q.file, q.line) + " has not landed" + landing_hint(q);
+  return "read of shared memory (offset " + std::to_string(off) + ") while the " +
+         (q.tma ? "TMA load (cp.async.bulk.tensor)" : "cp.async") + " that thread " +
+         std::to_string(q.tid) + " issued into it at " + loc_of(q.file, q.line) +
+         " has not landed" + landing_hint(q);
 }
 [[gnu::noinline, gnu::cold]] std::string read_unwritten(size_t off) {
   return "read of shared memory (offset " + std::to_string(off) +
@@ -123,6 +124,13 @@ void async_issued(const void* dst, const simt::where_t& where) {
   blk.chunks[off / 16] |= Block::kInFlight;
 }
 
+void tma_issued(const void* dst, const simt::where_t& where, const std::string* via) {
+  Block& blk = *t_block;
+  const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
+  blk.pending[off / 16] = {where.file_name(), where.line(), t_current->tid, via, true};
+  blk.chunks[off / 16] |= Block::kInFlight;
+}
+
 void async_landed(const void* dst) {
   Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
@@ -137,9 +145,10 @@ namespace {
                                                          size_t bytes, const char* what,
                                                          const simt::where_t& where) {
   fail(std::string(what) + " at " + loc(where) + " reads shared memory bytes " +
-       std::to_string(off) + ".." + std::to_string(off + bytes - 1) +
-       " while the cp.async that thread " + std::to_string(q.tid) + " issued into them at " +
-       loc_of(q.file, q.line) + " has not landed" + landing_hint(q));
+       std::to_string(off) + ".." + std::to_string(off + bytes - 1) + " while the " +
+       (q.tma ? "TMA load (cp.async.bulk.tensor)" : "cp.async") + " that thread " +
+       std::to_string(q.tid) + " issued into them at " + loc_of(q.file, q.line) +
+       " has not landed" + landing_hint(q));
 }
 [[noreturn, gnu::noinline, gnu::cold]] void unordered_collective_read(size_t off, int writer,
                                                                       const char* what,

@@ -627,6 +627,7 @@ void tma_load(void* dst, const TensorMap* map, uint64_t* bar, const int32_t* coo
     std::memset(smem_at(a), 0xFF, 16);
     std::memset(&e.async_view[a], 0xFF, 16);
     e.tma_chunk[a / 16] = static_cast<int32_t>(e.tma_sites.size() - 1);
+    detail::tma_issued(smem_at(a), where, &b.name);  // ldmatrix and loads before it lands: named
   }
   for (uint32_t a : l.chunk_addr) guard(e.threads[detail::current().tid], a, 16);
   detail::release_to(b.acc);  // the copy's completion carries what its issuer knew
