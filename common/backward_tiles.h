@@ -20,10 +20,13 @@
 // tile n of a warp's 16 x 8 NT tile is row g + 8 (e / 2), column 8 n + 2t + e % 2, where lane is
 // the calling lane (threadIdx.x % 32, which the kernels pass), g = lane / 4 and t = lane % 4.
 // Every shared row is `stride` 16-bit elements long: the kernels pad their rows (step 4's
-// padding), so that the 8 rows an ldmatrix reads start in different banks.
+// padding), so that the 8 rows an ldmatrix reads start in different banks. The sm_90a kernel's
+// tiles are TMA's boxes instead, in Tile<D>'s 128-byte swizzle (common/swizzled_tile.h): the
+// products take a layout, PaddedRows or SwizzledRows, in place of the stride.
 #pragma once
 
 #include "common/ptx.h"
+#include "common/swizzled_tile.h"
 #include "common/tiles.h"
 
 // On the CPU backend, the helpers that issue PTX instructions take the caller's source location as
@@ -97,29 +100,55 @@ __device__ __forceinline__ void load_rows_async(T* smem, int stride, const void*
   }
 }
 
+// Where element (r, c) of a shared tile is, in elements from the tile's start (at), and where the
+// element dr rows below (dr a multiple of 8) or dc columns right of it (dc a multiple of 16) is,
+// from its offset: rows `stride` elements apart (padded rows), or Tile<D>'s 128-byte swizzle of a
+// tile of `rows` rows (TMA's boxes), whose 16-byte chunk c of row r is chunk c ^ (r % 8). There,
+// for a lane's first column c0 < 16, columns c0 + dc sit at chunks (c0 / 8 + dc / 8) ^ (r % 8) =
+// (c0 / 8 ^ r % 8) ^ dc / 8 of 64-column block dc / 64: the offset XOR dc % 64, plus the block's
+// start. So a product computes each lane's offset once and adds or XORs constants (as step 5's
+// rung 5.1 does by hand). A tile's rows may start at a multiple of 8 (a 16-row slice).
+struct PaddedRows {
+  int stride;
+  __device__ __forceinline__ int at(int r, int c) const { return r * stride + c; }
+  __device__ __forceinline__ int rows(int off, int dr) const { return off + dr * stride; }
+  __device__ __forceinline__ int cols(int off, int dc) const { return off + dc; }
+};
+template <int D>
+struct SwizzledRows {
+  int rows_;  // the tile's rows: the distance between its 64-column blocks
+  __device__ __forceinline__ int at(int r, int c) const { return Tile<D>::offset(r, c, rows_); }
+  __device__ __forceinline__ int rows(int off, int dr) const { return off + dr * 64; }
+  __device__ __forceinline__ int cols(int off, int dc) const {
+    return (off ^ dc % 64) + dc / 64 * rows_ * 64;
+  }
+};
+
 // Two products of one shape for one warp, on tensor cores: acc0 += A0 B0^T and acc1 += A1 B1^T,
 // where A0 and A1 are 16 rows from row a_row of a0 and a1, and B0 and B1 the 8 NT rows of b0 and
-// b1, each row K elements long and stored [row][k] in shared memory. Both operands are mma
-// operands as they stand (A row-major, B "col"): per 16 columns of k, one ldmatrix.x4 gives an A
-// fragment (a0a1: rows 0-7 and k 0-7, a2a3: rows 8-15, a4a5 and a6a7: k 8-15), and one
-// ldmatrix.x4 of B the fragments of two accumulator tiles (b0b1 of rows 8 n .. 8 n + 7, then of
-// the 8 after), as step 4 loads K for S = Q K^T.
-template <typename T, int K, int NT>
+// b1, each row K elements long and stored [row][k] in shared memory (layouts la and lb). Both
+// operands are mma operands as they stand (A row-major, B "col"): per 16 columns of k, one
+// ldmatrix.x4 gives an A fragment (a0a1: rows 0-7 and k 0-7, a2a3: rows 8-15, a4a5 and a6a7: k
+// 8-15), and one ldmatrix.x4 of B the fragments of two accumulator tiles (b0b1 of rows 8 n ..
+// 8 n + 7, then of the 8 after), as step 4 loads K for S = Q K^T.
+template <typename T, int K, int NT, typename LA, typename LB>
 __device__ __forceinline__ void warp_mma_abt2(float (&acc0)[NT][4], float (&acc1)[NT][4],
-                                              const T* a0, const T* a1, int a_row, const T* b0,
-                                              const T* b1, int stride, int lane ATTN_PTX_WHERE) {
+                                              const T* a0, const T* a1, int a_row, LA la,
+                                              const T* b0, const T* b1, LB lb,
+                                              int lane ATTN_PTX_WHERE) {
   static_assert(K % 16 == 0 && NT % 2 == 0, "k in steps of 16, accumulator tiles in pairs");
+  const int a_lane = la.at(a_row + lane % 8 + 8 * (lane / 8 % 2), 8 * (lane / 16));
+  const int b_lane = lb.at(lane % 8 + 8 * (lane / 16), 8 * (lane / 8 % 2));
 #pragma unroll
   for (int kc = 0; kc < K / 16; ++kc) {
     uint32_t af0[4], af1[4];
-    const int a_off = (a_row + lane % 8 + 8 * (lane / 8 % 2)) * stride + kc * 16 + 8 * (lane / 16);
+    const int a_off = la.cols(a_lane, kc * 16);
     ldmatrix<4>(af0, a0 + a_off ATTN_PTX_CALLER);
     ldmatrix<4>(af1, a1 + a_off ATTN_PTX_CALLER);
 #pragma unroll
     for (int n = 0; n < NT; n += 2) {
       uint32_t bf0[4], bf1[4];
-      const int b_off =
-          (8 * n + lane % 8 + 8 * (lane / 16)) * stride + kc * 16 + 8 * (lane / 8 % 2);
+      const int b_off = lb.rows(lb.cols(b_lane, kc * 16), 8 * n);
       ldmatrix<4>(bf0, b0 + b_off ATTN_PTX_CALLER);
       ldmatrix<4>(bf1, b1 + b_off ATTN_PTX_CALLER);
       mma_m16n8k16<T>(acc0[n], af0, {bf0[0], bf0[1]}, acc0[n] ATTN_PTX_CALLER);
@@ -128,6 +157,15 @@ __device__ __forceinline__ void warp_mma_abt2(float (&acc0)[NT][4], float (&acc1
       mma_m16n8k16<T>(acc1[n + 1], af1, {bf1[2], bf1[3]}, acc1[n + 1] ATTN_PTX_CALLER);
     }
   }
+}
+
+// The same with every row `stride` elements long (padded rows).
+template <typename T, int K, int NT>
+__device__ __forceinline__ void warp_mma_abt2(float (&acc0)[NT][4], float (&acc1)[NT][4],
+                                              const T* a0, const T* a1, int a_row, const T* b0,
+                                              const T* b1, int stride, int lane ATTN_PTX_WHERE) {
+  warp_mma_abt2<T, K>(acc0, acc1, a0, a1, a_row, PaddedRows{stride}, b0, b1, PaddedRows{stride},
+                      lane ATTN_PTX_CALLER);
 }
 
 // acc += A B for one warp, on tensor cores: A (16 x 16 KC) in registers as KC A fragments, B
@@ -150,17 +188,19 @@ __device__ __forceinline__ void warp_mma_ab(float (&acc)[NT][4], const uint32_t 
     }
 }
 
-// Two such products of one k-step (16 rows of B) each: acc0 += A0 B0 and acc1 += A1 B1.
-template <typename T, int NT>
+// Two such products of one k-step (16 rows of B) each: acc0 += A0 B0 and acc1 += A1 B1, B0 and B1
+// in layout lb.
+template <typename T, int NT, typename LB>
 __device__ __forceinline__ void warp_mma_ab2(float (&acc0)[NT][4], float (&acc1)[NT][4],
                                              const uint32_t (&a0)[4], const uint32_t (&a1)[4],
-                                             const T* b0, const T* b1, int stride,
+                                             const T* b0, const T* b1, LB lb,
                                              int lane ATTN_PTX_WHERE) {
   static_assert(NT % 2 == 0, "accumulator tiles in pairs");
+  const int b_lane = lb.at(lane % 8 + 8 * (lane / 8 % 2), 8 * (lane / 16));
 #pragma unroll
   for (int n = 0; n < NT; n += 2) {
     uint32_t bf0[4], bf1[4];
-    const int b_off = (lane % 8 + 8 * (lane / 8 % 2)) * stride + 8 * n + 8 * (lane / 16);
+    const int b_off = lb.cols(b_lane, 8 * n);
     ldmatrix<4, true>(bf0, b0 + b_off ATTN_PTX_CALLER);
     ldmatrix<4, true>(bf1, b1 + b_off ATTN_PTX_CALLER);
     mma_m16n8k16<T>(acc0[n], a0, {bf0[0], bf0[1]}, acc0[n] ATTN_PTX_CALLER);
@@ -168,6 +208,15 @@ __device__ __forceinline__ void warp_mma_ab2(float (&acc0)[NT][4], float (&acc1)
     mma_m16n8k16<T>(acc1[n], a1, {bf1[0], bf1[1]}, acc1[n] ATTN_PTX_CALLER);
     mma_m16n8k16<T>(acc1[n + 1], a1, {bf1[2], bf1[3]}, acc1[n + 1] ATTN_PTX_CALLER);
   }
+}
+
+// The same with every row of B `stride` elements long (padded rows).
+template <typename T, int NT>
+__device__ __forceinline__ void warp_mma_ab2(float (&acc0)[NT][4], float (&acc1)[NT][4],
+                                             const uint32_t (&a0)[4], const uint32_t (&a1)[4],
+                                             const T* b0, const T* b1, int stride,
+                                             int lane ATTN_PTX_WHERE) {
+  warp_mma_ab2<T>(acc0, acc1, a0, a1, b0, b1, PaddedRows{stride}, lane ATTN_PTX_CALLER);
 }
 
 // Writes a warp's 16 x 8 NT accumulator tiles, times `scale` and rounded to T, into rows

@@ -450,8 +450,10 @@ RunOutcome run_step(const StepInfo& step, const Options& opt) {
                      " variant, not of --variant " + opt.variant);
     with_variant.variant = r.variant;
   }
-  if (index + 1 == step.rungs.size())
-    return run_kernel(step, with_variant, "");  // the step's own kernel
+  // The step's own kernel: the last rung, or one of a variant's that the ladder passes (step 6's
+  // sm80 kernel, before the rungs to its sm90a one).
+  if (index + 1 == step.rungs.size() || r.cpu == step.cpu)
+    return run_kernel(step, with_variant, "");
   if (!opt.config.empty())
     return invalid(step.name + ": --config " + opt.config + ": rung " + r.name +
                    " has one tile configuration (the last rung has the others)");

@@ -1,6 +1,7 @@
-// What step 5's sm_90a kernels (attention_sm90a.cu and the rungs before it) share: the guard that
-// compiles their bodies only where they can run, the TMA tensor map of a [heads][rows][D] tensor
-// read in boxes of 64 columns, the zeros TMA cannot write, and Q's sign flipped in place.
+// What the sm_90a kernels (step 5's attention_sm90a.cu and the rungs before it, step 6's
+// attention_sm90a.cu) share: the guard that compiles their bodies only where they can run, the TMA
+// tensor map of a [heads][rows][D] tensor read in boxes of 64 columns and the copy of a tile of
+// them, the zeros TMA cannot write, and Q's sign flipped in place.
 #pragma once
 
 #include <type_traits>
@@ -62,6 +63,19 @@ inline TensorMap head_tensor_map(const void* base, int outer, int rows, int D, i
   return map;
 #else
   return encode_tensor_map_cpu(s);
+#endif
+}
+
+// A [Rows][D] tile of head_tensor_map's boxes: rows row0 .. row0 + Rows - 1 of head `outer`, one
+// TMA copy per 64 columns (step 5's rung 5.1), each credited to the mbarrier `bar`.
+template <int D, int Rows, typename T>
+__device__ __forceinline__ void tma_load_tile(T* tile, const TensorMap* map, uint64_t* bar, int row0,
+                                              int outer ATTN_PTX_WHERE) {
+  for (int blk = 0; blk < (D + 63) / 64; ++blk)
+#if defined(SIMT_BACKEND)
+    tma_load_3d(tile + blk * Rows * 64, map, bar, 64 * blk, row0, outer, where);
+#else
+    tma_load_3d(tile + blk * Rows * 64, map, bar, 64 * blk, row0, outer);
 #endif
 }
 

@@ -998,7 +998,8 @@ def chapter_rows(step):
     if step not in ladders.LADDERS:
         return [(k, k) for k in before + [step]]
     names = [r for r, _ in ladders.LADDERS[step]]
-    start = f"{step}[sm80]" if step in ladders.VARIANT else before[-1]
+    start = (f"{step}[sm80]" if step in ladders.VARIANT and step not in ladders.OWN
+             else before[-1])
     return [(start, start)] + [(f"{ladders.label(step, i)} {rung}", ladders.run_name(step, rung))
                                for i, rung in enumerate(names)]
 

@@ -5,7 +5,8 @@ step's name; an earlier one runs as "<step>[<rung>]". The step executables hold 
 
 Step 5's ladder leads from its sm80 kernel (attention.cu, the step's first variant) to its sm90a
 kernel: its rungs come after the sm80 kernel in the course, and its last rung runs as the sm90a
-variant, "step5_warpspecialized[sm90a]"."""
+variant, "step5_warpspecialized[sm90a]". Step 6's passes its sm80 kernel on the way (the rung
+"taller", which runs as "step6_backward[sm80]", OWN below) and leads on to its sm90a one."""
 
 LADDERS = {
     "step2_tiled": [("tiles", "rung1_tiles.cu"), ("warps", "rung2_warps.cu"),
@@ -27,15 +28,19 @@ LADDERS = {
                        ("mma", "rung5_mma.cu"), ("registers", "rung6_registers.cu"),
                        ("dq", "rung7_dq.cu"), ("deterministic", "rung8_deterministic.cu"),
                        ("pipeline", "rung9_pipeline.cu"), ("elementwise", "rung10_elementwise.cu"),
-                       ("taller", "attention.cu")],
+                       ("taller", "attention.cu"), ("tma", "attention_sm90a.cu")],
 }
 # The variant a ladder leads to (its last rung), for the steps whose ladder starts from another.
-VARIANT = {"step5_warpspecialized": "sm90a"}
+VARIANT = {"step5_warpspecialized": "sm90a", "step6_backward": "sm90a"}
+# The rungs before the last that are a variant's own kernel (run under the step's name), by step.
+OWN = {"step6_backward": {"taller": "sm80"}}
 
 
 def run_name(step, rung):
     """The name a rung's result rows carry: the step's for its last rung, "<step>[<rung>]"."""
     names = [r for r, _ in LADDERS[step]]
+    if rung in OWN.get(step, {}):
+        return f"{step}[{OWN[step][rung]}]"
     if rung != names[-1]:
         return f"{step}[{rung}]"
     return f"{step}[{VARIANT[step]}]" if step in VARIANT else step

@@ -8,11 +8,13 @@
     scripts/stepdiff.py --list                       # every step and rung, in course order
     scripts/stepdiff.py --sizes                      # each neighbouring diff's changed code lines
 
-A step is a number (0-6), `stepN`, or its directory name; step 5's kernels are `step5:sm80`
-(the default) and `step5:sm90a`. A step whose lesson is a ladder has rungs, `4.1` .. `4.11` (or
-by name, `4.swizzle`): each a complete kernel, one idea more than the rung before; the last
-rung is the step's own kernel (`4` = `4.11`). Step 5's ladder leads from its sm80 kernel to its
-sm90a one: `5`, `5.1` .. `5.10`, then `5:sm90a` (= `5.11`). What is compared is each kernel's
+A step is a number (0-6), `stepN`, or its directory name; steps 5 and 6's kernels are
+`step5:sm80` (the default) and `step5:sm90a`, and likewise for step 6. A step whose lesson is a
+ladder has rungs, `4.1` .. `4.11` (or by name, `4.swizzle`): each a complete kernel, one idea
+more than the rung before; the last rung is the step's own kernel (`4` = `4.11`). Step 5's ladder
+leads from its sm80 kernel to its sm90a one: `5`, `5.1` .. `5.10`, then `5:sm90a` (= `5.11`);
+step 6's passes its sm80 kernel (`6` = `6.11`) on the way to its sm90a one (`6:sm90a` =
+`6.12`). What is compared is each kernel's
 source file.
 Step 0 has no kernel: its streaming loop (step0_reference/streaming.cpp, the online softmax in
 plain C++) stands in for it, and the output says so. --list prints every step and rung in
@@ -37,7 +39,7 @@ import re
 import sys
 from pathlib import Path
 
-from ladders import LADDERS, VARIANT as LADDER_VARIANT
+from ladders import LADDERS, OWN, VARIANT as LADDER_VARIANT
 import markers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +49,7 @@ STEPS = ["step0_reference", "step1_naive", "step2_tiled", "step3_fused", "step4_
 KERNELS = {name: {"": "attention.cu"} for name in STEPS[1:]}
 KERNELS["step0_reference"] = {"": "streaming.cpp"}
 KERNELS["step5_warpspecialized"] = {"sm80": "attention.cu", "sm90a": "attention_sm90a.cu"}
+KERNELS["step6_backward"] = {"sm80": "attention.cu", "sm90a": "attention_sm90a.cu"}
 # step -> its ladder, (rung name, kernel file) in course order (scripts/ladders.py).
 RUNGS = LADDERS
 # step -> the label its first kernel is read against, where that is not the kernel before it in
@@ -61,11 +64,15 @@ def course():
         variants = list(KERNELS[step].items())
         last = READ_AGAINST.get(step, last)
         first = f"{n}"
-        if step in LADDER_VARIANT:  # the first variant, then the ladder to the other
+        own = OWN.get(step, {})
+        if step in LADDER_VARIANT and not own:  # the first variant, then the ladder to the other
             out.append((first, last, step, variants[0][0], ROOT / step / variants[0][1]))
             last = first
         for i, (rung, file) in enumerate(RUNGS.get(step, [])[:-1]):
-            out.append((f"{n}.{i + 1}", last, step, rung, ROOT / step / file))
+            if rung in own:  # the first variant's kernel, on the ladder's way to the other
+                out.append((first, last, step, own[rung], ROOT / step / file))
+            else:
+                out.append((f"{n}.{i + 1}", last, step, rung, ROOT / step / file))
             last = out[-1][0]
         if step in LADDER_VARIANT:
             variant = LADDER_VARIANT[step]

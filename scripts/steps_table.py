@@ -38,7 +38,7 @@ from pathlib import Path
 import chapter_words
 import exercise
 import markers
-from ladders import LADDERS, VARIANT
+from ladders import LADDERS, OWN, VARIANT
 from stepdiff import KERNELS, STEPS, course
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,7 +134,7 @@ def steps():
     for n, step in enumerate(STEPS):
         ladder = LADDERS.get(step, [])
         variants = list(KERNELS[step].items())
-        first = variants[0][1] if (step in VARIANT or not ladder) else None
+        first = variants[0][1] if ((step in VARIANT and step not in OWN) or not ladder) else None
         rungs = [{"label": f"{n}.{i + 1}", "name": name, "file": file, "idea": idea,
                   "course": labels[ROOT / step / file]}
                  for i, ((name, file), (_, idea)) in enumerate(zip(ladder, ideas[step]))]
@@ -146,7 +146,7 @@ def steps():
                            for spec in specs if spec["step"] == step)
         words, _, minutes = chapter_words.count(ROOT / step / "README.md")
         out.append({"n": n, "step": step, "idea": chapter_title(step), "rungs": rungs,
-                    "first": first, "first_variant": variants[0][0], "variant": VARIANT.get(step),
+                    "first": first, "first_variant": variants[0][0], "variant": VARIANT.get(step), "own": OWN.get(step, {}),
                     "gpu": gpu_needed(step), "words": words, "minutes": minutes,
                     "exercises": [(label, name) for _, label, name in exercises]})
     return out
@@ -156,7 +156,10 @@ def rung_range(s):
     if not s["rungs"]:
         return "-"
     span = f"{s['rungs'][0]['label']}-{s['rungs'][-1]['label']}"
-    if s["variant"]:
+    if s["own"]:  # the ladder passes a variant's kernel on its way to the other's
+        at = [f"`{s['own'][r['name']]}` at {r['label']}" for r in s["rungs"] if r["name"] in s["own"]]
+        span += f" ({', '.join(at)}, `{s['variant']}` at {s['rungs'][-1]['label']})"
+    elif s["variant"]:
         span += f", `{s['first_variant']}` to `{s['variant']}`"
     return span
 
@@ -180,8 +183,12 @@ def path_form(rows):
              f"{chapter_words.WORDS_PER_MINUTE} a minute (`scripts/chapter_words.py`).", "",
              "| step | the chapter | rungs | reading | exercises |", "|---|---|---|---|---|"]
     for s in rows:
-        rungs = ", ".join(f"{r['label']} `{r['name']}`" for r in s["rungs"]) or "-"
-        if s["variant"]:
+        rungs = ", ".join(f"{r['label']} `{r['name']}`" + (f" (`{s['own'][r['name']]}`)"
+                                                            if r["name"] in s["own"] else "")
+                          for r in s["rungs"]) or "-"
+        if s["own"]:
+            rungs += f" (`{s['variant']}`)"
+        elif s["variant"]:
             rungs = f"`{s['first_variant']}`, then {rungs} (`{s['variant']}`)"
         ladder = bool(s["rungs"])
         exercises = ", ".join(f"`{name}`" + (f" ({label})" if ladder else "")

@@ -120,11 +120,13 @@ void add_steps(std::vector<Kernel>& out) {
   }
 }
 
-// Every rung but the last: that one is the step's own kernel (a variant of it, for step 5).
+// Every rung but the step's own kernels: the last (a variant of it, for step 5) and, in step 6,
+// the sm80 variant's, which the ladder passes on its way to the sm90a one.
 void add_rungs(std::vector<Kernel>& out) {
   for (const attn::StepInfo& s : all_steps())
     for (size_t i = 0; i + 1 < s.rungs.size(); ++i)
-      out.push_back({s.name + "[" + s.rungs[i].name + "]", &s, s.rungs[i].name, "", "", "rungs"});
+      if (s.rungs[i].cpu != s.cpu)  // not a variant's own kernel, which "steps" runs
+        out.push_back({s.name + "[" + s.rungs[i].name + "]", &s, s.rungs[i].name, "", "", "rungs"});
 }
 
 // The tile configurations beside each step's default (its first), which "steps" runs.

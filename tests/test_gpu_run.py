@@ -509,8 +509,9 @@ class GpuRun(unittest.TestCase):
         # the backward's rows (attn_suite time --backward, bench_torch.py --backward), at the
         # ladder's first shape, in an order of their own: the table puts the ladder's first
         back = [dict(ladder[0], step=name, tflops="70", time_ms="0.25")
-                for name in ("torch_sdpa_flash_backward", "step6_backward",
-                             "step6_backward[math]", "step6_backward[dq]")]
+                for name in ("torch_sdpa_flash_backward", "step6_backward[sm90a]",
+                             "step6_backward[sm80]", "step6_backward[math]",
+                             "step6_backward[dq]")]
         forward = gpu_report.timing_section(ladder + grid + back, {"bf16_matmul": 700.0,
                                                                    "copy_bandwidth": 3.0})
         self.assertIn("**fp16 B=1 H=8 S=512 D=64**", forward)
@@ -521,7 +522,8 @@ class GpuRun(unittest.TestCase):
         backward = gpu_report.backward_section(ladder + grid + back, 700.0)
         self.assertIn("| step6_backward[math] | 250 | 70.0 | 10% |\n"
                       "| step6_backward[dq] | 250 | 70.0 | 10% |\n"
-                      "| step6_backward | 250 | 70.0 | 10% |\n"
+                      "| step6_backward[sm80] | 250 | 70.0 | 10% |\n"
+                      "| step6_backward[sm90a] | 250 | 70.0 | 10% |\n"
                       "| torch_sdpa_flash_backward | 250 | 70.0 | 10% |", backward)
         png = self.tmp / "chart.png"
         note = gpu_report.chart(ladder + back, "a title", png)
@@ -558,7 +560,8 @@ class GpuRun(unittest.TestCase):
         self.assertEqual([n for n, _ in panels[0]["lines"]],
                          ["baseline_cublas", "torch_sdpa_flash"])
         # the backward's: step 6's rungs in course order, its own kernel last, SDPA's as a line
-        self.assertEqual([b[0] for b in panels[2]["bars"]], ["6.1 math", "6.7 dq", "6"])
+        self.assertEqual([b[0] for b in panels[2]["bars"]],
+                         ["6.1 math", "6.7 dq", "6 sm80", "6:sm90a"])
         self.assertEqual(panels[2]["lines"], [("torch_sdpa_flash_backward", 70.0)])
         self.assertAlmostEqual(panels[2]["bars"][0][4], 1.0)
 
@@ -617,7 +620,8 @@ class GpuRun(unittest.TestCase):
         self.assertNotIn("Not written", text)
         backward = text.split("## c. The backward pass (timings.csv)")[1].split("\n## ")[0]
         self.assertIn("| step6_backward[math] | 500 | 10.0 | 1% |\n"
-                      "| step6_backward | 500 | 10.0 | 1% |\n"
+                      "| step6_backward[sm80] | 500 | 10.0 | 1% |\n"
+                      "| step6_backward[sm90a] | 500 | 10.0 | 1% |\n"
                       "| torch_sdpa_cudnn_backward |", backward)
         self.assertIn("| step4_tensorcore[swizzle] | 500 |", text)
         self.assertIn("| fp16 B=8 H=8 S=2048 D=64 causal |", text)

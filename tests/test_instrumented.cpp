@@ -27,6 +27,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step6::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step6::sm90a::counted {
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 namespace step6::rung1::counted {
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
@@ -215,9 +218,11 @@ TEST_CASE("instrumented step6 and its tensor-core rungs pass the matrix with no 
                                  {"step6_backward[mma]", &step6::rung5::counted::run}})
     run_matrix({.name = name, .cpu = fn, .backward = true}, "random:5", false);
 }
-TEST_CASE("instrumented step6 rungs math to fused pass the matrix with no access reported",
-          "[instrumented]") {
-  for (const auto& [name, fn] : {std::pair{"step6_backward[math]", &step6::rung1::counted::run},
+TEST_CASE(
+    "instrumented step6 rungs math to fused and sm90a pass the matrix with no access reported",
+    "[instrumented]") {
+  for (const auto& [name, fn] : {std::pair{"step6_backward[sm90a]", &step6::sm90a::counted::run},
+                                 {"step6_backward[math]", &step6::rung1::counted::run},
                                  {"step6_backward[atomics]", &step6::rung2::counted::run},
                                  {"step6_backward[tiles]", &step6::rung3::counted::run},
                                  {"step6_backward[fused]", &step6::rung4::counted::run}})

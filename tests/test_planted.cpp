@@ -68,6 +68,9 @@ void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 namespace step6_visible_dq::cpu {  // dq_kernel's likewise
 void run(const attn::AttentionParams& p, attn::RunContext& ctx);
 }
+namespace step6_wrong_phase::cpu {  // the sm90a dkdv_kernel waiting on a tile's other phase
+void run(const attn::AttentionParams& p, attn::RunContext& ctx);
+}
 
 namespace {
 
@@ -336,5 +339,37 @@ TEST_CASE("a producer that cycles through more ring slots than the tile shape ha
     CHECK_THAT(r,
                Catch::Contains("cp.async.bulk.tensor at " + file + ":" + std::to_string(k_box)) &&
                    Catch::Contains("address is not inside the block's"));
+  }
+}
+
+TEST_CASE("step 6's sm90a tiles read before TMA wrote them are reported with the kernel line",
+          "[planted]") {
+  // dkdv_kernel waiting on a buffer's mbarrier for the phase before the tile's: that one
+  // completed long ago (or is the one before the first), the wait returns at once, and the
+  // products read Q and dO that the tile's TMA copies have not yet written.
+  const std::string file = "step6_backward/attention_sm90a.cu";
+  const int products = line_of(file, "attn::warp_mma_abt2<T, D>(qk, dov, Ks, Vs, kw,");
+  const int q_box = line_of(file, "attn::tma_load_tile<D, Br>(Qbuf + off");
+  const int do_box = line_of(file, "attn::tma_load_tile<D, Br>(dObuf + off");
+  REQUIRE((products > 0 && q_box > 0 && do_box > 0));
+  const attn::Problem p = attn_test::make(1, 2, 1, 200, 70, 64, attn::DType::bf16, false);
+  for (const char* schedule : {"forward", "reverse", "random:3", "greedy"}) {
+    attn::Options o;
+    o.problem = p;
+    o.iters = 0;
+    o.warmup = 0;
+    o.backend = "cpu";
+    o.schedule = schedule;
+    const attn::RunOutcome r = attn::run_step(
+        {.name = "step6 sm90a (planted)", .cpu = &step6_wrong_phase::cpu::run, .backward = true},
+        o);
+    INFO(schedule << ": " << r.message);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.message,
+               Catch::Contains("ldmatrix at " + file + ":" + std::to_string(products)) &&
+                   Catch::Contains("TMA load (cp.async.bulk.tensor)") &&
+                   (Catch::Contains(file + ":" + std::to_string(q_box) + " has not landed") ||
+                    Catch::Contains(file + ":" + std::to_string(do_box) + " has not landed")) &&
+                   Catch::Contains("a wait on the wrong parity"));
   }
 }

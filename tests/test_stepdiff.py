@@ -59,21 +59,24 @@ class StepDiff(unittest.TestCase):
             self.assertGreater(len(changed(r.stdout)), 5, (a, b))
         self.assertIn("step 0 has no kernel", run("0", "1").stdout)
         for pair in [("1", "2.1"), ("2.2", "2"), ("2", "3"), ("3", "4.1"), ("4.1", "4.2"),
-                     ("4.10", "4"), ("4", "5"), ("5", "5.1"), ("5.10", "5:sm90a")]:
+                     ("4.10", "4"), ("4", "5"), ("5", "5.1"), ("5.10", "5:sm90a"),
+                     ("6.10", "6"), ("6", "6:sm90a")]:
             self.assertIn(pair, PAIRS)
         self.assertEqual(run("4.3", "4.swizzle").stdout, run("4.3", "4.4").stdout)
         self.assertEqual(run("4.11", "4").stdout.count("\n@@"), 0)  # the last rung is the step
         self.assertEqual(run("5.11", "5:sm90a").stdout.count("\n@@"), 0)  # step 5's: its sm90a
+        self.assertEqual(run("6.11", "6").stdout.count("\n@@"), 0)  # step 6's passes its sm80
+        self.assertEqual(run("6.12", "6:sm90a").stdout.count("\n@@"), 0)
 
     def test_list_is_the_course_in_order(self):
         r = run("--list")
         self.assertEqual(r.returncode, 0, r.stderr)
         labels = [line.split()[0] for line in r.stdout.splitlines()]
         self.assertEqual(labels[:7], ["0", "1", "2.1", "2.2", "2", "3", "4.1"])
-        self.assertEqual(labels[-24:], ["4", "5", "5.1", "5.2", "5.3", "5.4", "5.5", "5.6", "5.7",
+        self.assertEqual(labels[-25:], ["4", "5", "5.1", "5.2", "5.3", "5.4", "5.5", "5.6", "5.7",
                                         "5.8", "5.9", "5.10", "5:sm90a",
                                         "6.1", "6.2", "6.3", "6.4", "6.5", "6.6", "6.7", "6.8",
-                                        "6.9", "6.10", "6"])
+                                        "6.9", "6.10", "6", "6:sm90a"])
         for lab in labels:  # every label it lists, it accepts
             self.assertEqual(run(lab, lab).returncode, 0, lab)
 

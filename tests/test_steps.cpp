@@ -132,6 +132,8 @@ STEP_MATRIX_TESTS("step6_backward")
 
 STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm80")
 STEP_VARIANT_MATRIX_TESTS("step5_warpspecialized", "sm90a")
+// Step 6's default on the CPU backend is its sm80 kernel (STEP_MATRIX_TESTS above).
+STEP_VARIANT_MATRIX_TESTS("step6_backward", "sm90a")
 
 // The sm90a kernel once more with more SMs than the tests' 3, where the matrix's problems leave
 // SMs idle and the kernel splits their keys across blocks (rung 5.10; "step 5 splits ..." below
@@ -208,10 +210,12 @@ STEP_RUNG_MATRIX_TESTS("step5_warpspecialized", "split")
 
 TEST_CASE("every rung of a ladder has a test of its own here", "[steps][rungs]") {
   // The list above, against the steps' ladders: a new rung needs its STEP_RUNG_MATRIX_TESTS line.
+  // A variant's own kernel on the way (step 6's sm80 kernel) has the step's tests instead.
   std::ifstream self(ATTN_SOURCE_DIR "/tests/test_steps.cpp");
   const std::string text((std::istreambuf_iterator<char>(self)), {});
   for (const attn::StepInfo& step : all_kernel_steps())
     for (size_t i = 0; i + 1 < step.rungs.size(); ++i) {
+      if (step.rungs[i].cpu == step.cpu) continue;
       INFO(step.name << " rung " << step.rungs[i].name);
       CHECK(text.find("STEP_RUNG_MATRIX_TESTS(\"" + step.name + "\", \"" + step.rungs[i].name +
                       "\")") != std::string::npos);
@@ -462,7 +466,7 @@ TEST_CASE("tiled kernels pass rows that end at a tile boundary: step 6", "[steps
     const int dim = std::vector<int>{64, 80, 96, 128}[size_t(n % 4)];
     const float dropout = n % 2 ? 0.1f : 0.0f;
     const attn::RunContext::Tile tile =
-        attn_test::tile_of(attn_test::as_rung(step, rung.name), "", "", dim, dropout);
+        attn_test::tile_of(attn_test::as_rung(step, rung.name), rung.variant, "", dim, dropout);
     if (tile.rows == 0) continue;  // rungs 6.1 and 6.2: no tiles
     ++n;
     for (const attn::Problem& p : attn_test::boundary_problems(tile, dim, dropout)) {
@@ -567,7 +571,15 @@ TEST_CASE("step 6's gradients are the same bits under every schedule and rung dq
   CHECK(own.dq == elementwise.dq);
   CHECK(own.dk == elementwise.dk);
   CHECK(own.dv == elementwise.dv);
+  // So does TMA (rung 6.12, the sm90a variant): the tiles arrive whole, computed on as before.
+  const attn::Gradients tma = grads("tma", "greedy");
+  CHECK(tma.dq == own.dq);
+  CHECK(tma.dk == own.dk);
+  CHECK(tma.dv == own.dv);
   p.dropout = 0.1f;
+  const attn::Gradients tma_dropout = grads("tma", "reverse");
+  CHECK(tma_dropout.dk == first.dk);
+  CHECK(tma_dropout.dv == first.dv);
   const attn::Gradients atomics = grads("dq", "forward");
   int differ = 0;
   for (const std::string& schedule : schedules) differ += grads("dq", schedule).dq != atomics.dq;

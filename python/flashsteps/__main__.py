@@ -24,7 +24,7 @@ def benchmark(argv: list[str]) -> int:
                         help="a step's name, its number (4), or a rung's label (4.3); several "
                              "are timed one after another, SDPA's backends once, after them")
     parser.add_argument("--rung", help="a rung of the step, by name or number")
-    parser.add_argument("--variant", help="step 5's sm80 or sm90a")
+    parser.add_argument("--variant", help="step 5's or 6's sm80 or sm90a")
     parser.add_argument("--config", help="one of step 4's tile configurations")
     for flag, default in (("--batch", 1), ("--heads", 16), ("--seqlen", 4096), ("--dim", 128),
                           ("--iters", 20), ("--warmup", 3)):

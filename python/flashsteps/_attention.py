@@ -139,7 +139,7 @@ def attention(q: Any, k: Any, v: Any, step: str | int = "step4_tensorcore", *,
     past a batch's length: O = 0 and LSE = -inf). dropout: probability in [0, 1), the elements
     dropped chosen by Philox from `seed` and (b, h, i, j), the same in every step. rung: a rung
     of the step's ladder, by name or number (python -m flashsteps lists them). variant: step 5's
-    'sm80' or 'sm90a'. schedule: the order the CPU backend runs threads between synchronisation
+    (or 6's) 'sm80' or 'sm90a'. schedule: the order the CPU backend runs threads between synchronisation
     points ('forward', 'reverse', 'random[:SEED]'): results must not depend on it. config: a tile
     configuration (step 4). check: also compare with the FP64 reference (RuntimeError if it
     fails; on CUDA arrays it copies them to the host to do so). counters: also return what the
@@ -234,7 +234,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
     float32 (batch, heads, seqlen_q). Host arrays (NumPy, PyTorch CPU tensors, JAX) run on the
     CPU backend; CUDA arrays (PyTorch, CuPy), all six on one device, run the GPU build in place
     on the framework's current stream, the gradients the framework's own arrays (schedule must
-    then be 'forward'). step: 'step6_backward' or 6. check: also compare dQ, dK and dV with the
+    then be 'forward'). step: 'step6_backward' or 6: on a Hopper GPU (a build with 90a) its sm90a
+    kernel, elsewhere its sm80 one (the step's default). check: also compare dQ, dK and dV with the
     FP64 gradients (the gate of docs/architecture.md; RuntimeError if it fails; CUDA arrays are
     copied to the host to do so).
 
