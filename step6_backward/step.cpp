@@ -149,7 +149,7 @@ attn::StepInfo info() {
        "dkdv_kernel's query tiles 64 rows tall, four 16-row slices a tile: its copies, barriers "
        "and loop paid once for four times the products",
        &run_cpu, ATTN_GPU_RUN(run_gpu), s.counted, "sm80"},
-      {"tma", "dkdv_kernel's query tiles by TMA from a producer warp, through mbarriers", &run_cpu,
+      {"tma", "dkdv_kernel's tiles by TMA, one thread a tile, waited for on mbarriers", &run_cpu,
        ATTN_GPU_RUN(run_gpu), s.counted, "sm90a"},
   };
   return s;
