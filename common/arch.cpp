@@ -41,4 +41,23 @@ ComputeCapability compute_capability(Backend& backend) {
 #endif
 }
 
+std::string sm90a_default_variant(Backend& backend, bool built) {
+  if (backend.name() == "gpu" && built && compute_capability(backend).is_sm90a()) return "sm90a";
+  return "sm80";
+}
+
+std::string sm90a_unavailable(Backend& backend, const std::string& variant, bool built) {
+  if (variant != "sm90a") return "";
+  if (backend.name() == "gpu" && !built)
+    return "--variant sm90a: this build has no sm_90a code (configure with "
+           "-DCMAKE_CUDA_ARCHITECTURES containing 90a)";
+  const ComputeCapability cc = compute_capability(backend);
+  if (!cc.is_sm90a())
+    return "--variant sm90a: needs a compute capability 9.0 GPU (" +
+           std::string(backend.name() == "gpu" ? "this one is "
+                                               : "the CPU backend presents itself as ") +
+           std::to_string(cc.major) + "." + std::to_string(cc.minor) + "); use --variant sm80";
+  return "";
+}
+
 }  // namespace attn

@@ -30,4 +30,13 @@ bool parse_compute_capability(const std::string& text, ComputeCapability& out);
 // CMAKE_CUDA_ARCHITECTURES).
 ComputeCapability compute_capability(Backend& backend);
 
+// For a step with an sm80 and an sm90a variant (steps 5 and 6), `built`: whether this binary holds
+// the step's sm_90a code (its ATTN_HAVE_SM90A). The variant a run gets without --variant: sm90a on
+// a compute capability 9.0 GPU when built, sm80 elsewhere (the CPU backend runs either; sm80 is
+// its default).
+std::string sm90a_default_variant(Backend& backend, bool built);
+// Why `variant` cannot run on this backend, in one line, or "": sm90a needs the sm_90a code on a
+// GPU, and a compute capability 9.0 GPU (or the CPU backend presenting itself as one).
+std::string sm90a_unavailable(Backend& backend, const std::string& variant, bool built);
+
 }  // namespace attn

@@ -78,26 +78,13 @@ void run_gpu(const attn::AttentionParams& p, attn::RunContext& ctx) {
 #endif
 
 // On a GPU: the Hopper kernel on compute capability 9.0 when this build holds sm_90a code,
-// otherwise the sm_80 one. On the CPU backend: sm80 (--variant sm90a picks the other).
+// otherwise the sm_80 one; the CPU backend runs either (sm80 by default) unless it presents itself
+// as another GPU (SIMT_PRESENT_AS). common/arch.h.
 std::string default_variant(attn::Backend& backend) {
-  if (backend.name() == "gpu" && ATTN_HAVE_SM90A && attn::compute_capability(backend).is_sm90a())
-    return "sm90a";
-  return "sm80";
+  return attn::sm90a_default_variant(backend, ATTN_HAVE_SM90A);
 }
-
-// The CPU backend runs either, unless it presents itself as another GPU (SIMT_PRESENT_AS).
 std::string unavailable(attn::Backend& backend, const std::string& variant) {
-  if (variant != "sm90a") return "";
-  if (backend.name() == "gpu" && !ATTN_HAVE_SM90A)
-    return "--variant sm90a: this build has no sm_90a code (configure with "
-           "-DCMAKE_CUDA_ARCHITECTURES containing 90a)";
-  const attn::ComputeCapability cc = attn::compute_capability(backend);
-  if (!cc.is_sm90a())
-    return "--variant sm90a: needs a compute capability 9.0 GPU (" +
-           std::string(backend.name() == "gpu" ? "this one is "
-                                               : "the CPU backend presents itself as ") +
-           std::to_string(cc.major) + "." + std::to_string(cc.minor) + "); use --variant sm80";
-  return "";
+  return attn::sm90a_unavailable(backend, variant, ATTN_HAVE_SM90A);
 }
 }  // namespace
 

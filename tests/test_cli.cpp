@@ -119,18 +119,18 @@ TEST_CASE("cli: below compute capability 8.0 steps 4 and 5 refuse in one line, s
     CHECK(r.code == 0);
     CHECK_THAT(r.out, Catch::Contains("check PASSED"));
   }
-  // Ampere: step 5 runs its sm_80 kernel, and refuses the Hopper one and its rungs.
-  for (const char* args : {"--variant sm90a", "--rung tma"}) {
-    INFO(args);
-    const Run r =
-        run(std::string("--backend cpu --seq 17 ") + args,
-            std::string("SIMT_PRESENT_AS=sm_80 ") + ATTN_BIN_DIR + "/step5_warpspecialized");
-    INFO(r.out);
-    CHECK(r.code == 2);
-    CHECK(lines(r.out) == 1);
-    CHECK_THAT(r.out, Catch::Contains("needs a compute capability 9.0 GPU (the CPU backend "
-                                      "presents itself as 8.0)"));
-  }
+  // Ampere: steps 5 and 6 run their sm_80 kernels, and refuse the Hopper ones and their rungs.
+  for (const char* step : {"/step5_warpspecialized", "/step6_backward"})
+    for (const char* args : {"--variant sm90a", "--rung tma"}) {
+      INFO(step << " " << args);
+      const Run r = run(std::string("--backend cpu --seq 17 ") + args,
+                        std::string("SIMT_PRESENT_AS=sm_80 ") + ATTN_BIN_DIR + step);
+      INFO(r.out);
+      CHECK(r.code == 2);
+      CHECK(lines(r.out) == 1);
+      CHECK_THAT(r.out, Catch::Contains("needs a compute capability 9.0 GPU (the CPU backend "
+                                        "presents itself as 8.0)"));
+    }
   CHECK(run("--backend cpu --seq 17",
             std::string("SIMT_PRESENT_AS=sm_80 ") + ATTN_BIN_DIR + "/step5_warpspecialized")
             .code == 0);
