@@ -45,7 +45,7 @@ def is_backward(row):
     return row["step"].split("[")[0] in BACKWARD or row["step"].endswith("_backward")
 BASELINES = ["baseline_cublas"]
 # Steps with several kernels: each runs (a GPU that cannot run one reports it as skipped).
-VARIANTS = {"step5_warpspecialized": ["sm80", "sm90a"]}
+VARIANTS = {"step5_warpspecialized": ["sm80", "sm90a"], "step6_backward": ["sm80", "sm90a"]}
 CHECK_FLOPS_LIMIT = 2e10  # FP64 reference on the host: a few seconds at most
 STEP0_FLOPS_LIMIT = 2e10  # step0 always runs on the CPU
 BACKWARD_FLOPS_LIMIT = 2e11  # step 6's O and LSE come from the FP64 forward on the host

@@ -218,10 +218,18 @@ def ptxas_rows(build):
 
 
 def is_hopper(r):
-    """A Hopper-only kernel (wgmma, TMA): its name ends in _sm90a, or it is one of a step's sm90a
-    kernel file whose kernels keep the sm80 file's names (step 6's: "step6_backward[sm90a]")."""
-    return (base_and_dim(r["kernel"])[0].endswith("_sm90a")
-            or split_rung(r["step"])[1] == "sm90a")
+    """A Hopper kernel (wgmma, TMA), held to Hopper's instructions: its name ends in _sm90a."""
+    return base_and_dim(r["kernel"])[0].endswith("_sm90a")
+
+
+# A step's variants, where the report names a file's kernels after one ("step6_backward[sm90a]":
+# the sm90a file of a step whose ladder passes its sm80 kernel): run with --variant, not --rung.
+VARIANTS = ("sm80", "sm90a")
+
+
+def sm90a_only(r):
+    """A kernel built for sm_90a alone: a Hopper kernel, or any of a step's sm90a file."""
+    return is_hopper(r) or split_rung(r["step"])[1] == "sm90a"
 
 
 def made_by():
@@ -262,6 +270,8 @@ def launches(build, step, configs, hopper=False):
     binary's hundred launches once."""
     name = step
     step, rung = split_rung(step)
+    variant = rung if rung in VARIANTS else None
+    rung = None if variant else rung
     exe = os.path.join(build, "bin", step)
     out = {}
     if not os.path.exists(exe):  # a partial build: launches unknown, the rest still reported
@@ -276,7 +286,7 @@ def launches(build, step, configs, hopper=False):
             return {tuple(k): tuple(v) for k, v in json.load(f)}
     except (OSError, ValueError):
         pass
-    variants = [None, "sm90a"] if hopper else [None]
+    variants = [variant] if variant else [None, "sm90a"] if hopper else [None]
     # The backend as it presents itself by default (sm_90a): SIMT_PRESENT_AS=sm_80 in the caller's
     # environment would refuse the Hopper variant, and the cache would keep the refusal.
     env = {k: v for k, v in os.environ.items() if k != "SIMT_PRESENT_AS"}
@@ -716,7 +726,7 @@ def check_archs(specs, rows):
         want_rung = set(rung_archs.split(",")) if rung_archs else want_step
         kernels = {}
         for r in rows:
-            if split_rung(r["step"])[0] == step and not is_hopper(r):
+            if split_rung(r["step"])[0] == step and not sm90a_only(r):
                 kernels.setdefault((r["step"], r["kernel"]), set()).add(r["arch"])
         if not kernels:
             print(f"kernel_report: --require-archs {spec}: no kernels of {step} in the build",
@@ -832,9 +842,10 @@ def main():
                   or args.budget or args.compare or args.no_serialized_wgmma or args.fits)
     read = None
     if checks and not writes:
-        read = ({s for s, _ in tensor_core} | {s for s, _, _ in required_ptx}
-                | {b.split(":")[0] for b in args.budget}
-                | {x for c in args.compare for x in c.split(":")[:2]})
+        read = {split_rung(s)[0] for s in
+                ({s for s, _ in tensor_core} | {s for s, _, _ in required_ptx}
+                 | {b.split(":")[0] for b in args.budget}
+                 | {x for c in args.compare for x in c.split(":")[:2]})}
     for r in rows:
         base, dim = base_and_dim(r["kernel"])
         config = config_of(r["kernel"])

@@ -32,12 +32,14 @@ LADDERS = {
 }
 # The variant a ladder leads to (its last rung), for the steps whose ladder starts from another.
 VARIANT = {"step5_warpspecialized": "sm90a", "step6_backward": "sm90a"}
-# The rungs before the last that are a variant's own kernel (run under the step's name), by step.
+# The rungs before the last that are a variant's own kernel, by step: they run as that variant,
+# "<step>[<variant>]" ("step6_backward[sm80]").
 OWN = {"step6_backward": {"taller": "sm80"}}
 
 
 def run_name(step, rung):
-    """The name a rung's result rows carry: the step's for its last rung, "<step>[<rung>]"."""
+    """The name a rung's result rows carry: "<step>[<rung>]", or for a variant's own kernel (the
+    last rung, or one of OWN) the step's, "<step>[<variant>]" where the step has variants."""
     names = [r for r, _ in LADDERS[step]]
     if rung in OWN.get(step, {}):
         return f"{step}[{OWN[step][rung]}]"

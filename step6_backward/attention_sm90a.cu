@@ -41,8 +41,9 @@ constexpr int Bc = 64, kThreads = 128;  // keys a block, threads
 // four slices' work together beside dK and dV, ran out of registers and spilled.
 template <int D>
 constexpr int kTileRows = D < 128 ? 64 : 32;
-// Shared rows of K, V, Q and dO are D + 8 elements long (step 4's padding): ldmatrix reads 16
-// bytes from each of 8 consecutive rows, and rows 2 D + 16 bytes apart start in different banks.
+// dq_kernel's shared rows of K, V, Q and dO are D + 8 elements long (step 4's padding): ldmatrix
+// reads 16 bytes from each of 8 consecutive rows, and rows 2 D + 16 bytes apart start in different
+// banks. dkdv_kernel's are TMA's boxes, in Tile<D>'s swizzle.
 constexpr int kPad = 8;
 constexpr int kRowsQ = 64;  // query rows of a dq_kernel block: four warps of 16
 constexpr int kStages = 2;  // buffers of the tile a block walks: one computed, one in flight
