@@ -224,8 +224,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
                        step: str | int = "step6_backward", *, causal: bool = False,
                        scale: float | None = None, seqlens_q: Sequence[int] | None = None,
                        seqlens_k: Sequence[int] | None = None, dropout: float = 0.0,
-                       seed: int = 0, dtype: str | None = None, schedule: str = "forward",
-                       check: bool = False) -> tuple[Any, Any, Any]:
+                       seed: int = 0, dtype: str | None = None, variant: str | None = None,
+                       schedule: str = "forward", check: bool = False) -> tuple[Any, Any, Any]:
     """dQ, dK and dV of attention for the upstream gradient dout, by a backward step (step 6).
 
     q, k, v as for flashsteps.attention; o and lse the forward's outputs for them (what
@@ -234,8 +234,9 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
     float32 (batch, heads, seqlen_q). Host arrays (NumPy, PyTorch CPU tensors, JAX) run on the
     CPU backend; CUDA arrays (PyTorch, CuPy), all six on one device, run the GPU build in place
     on the framework's current stream, the gradients the framework's own arrays (schedule must
-    then be 'forward'). step: 'step6_backward' or 6: on a Hopper GPU (a build with 90a) its sm90a
-    kernel, elsewhere its sm80 one (the step's default). check: also compare dQ, dK and dV with the
+    then be 'forward'). step: 'step6_backward' or 6. variant: its 'sm80' or 'sm90a' kernel; by
+    default sm90a on a Hopper GPU (a build with 90a), sm80 elsewhere (the CPU backend runs
+    either, with the same bits). check: also compare dQ, dK and dV with the
     FP64 gradients (the gate of docs/architecture.md; RuntimeError if it fails; CUDA arrays are
     copied to the host to do so).
 
@@ -281,13 +282,14 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any,
             arrays["dout"], _text("dtype", dtype), causal=_flag("causal", causal),
             scale=None if scale is None else _real("scale", scale),
             seqlens_q=_lengths("seqlens_q", seqlens_q), seqlens_k=_lengths("seqlens_k", seqlens_k),
-            dropout=_real("dropout", dropout), seed=seed, check=_flag("check", check))
+            dropout=_real("dropout", dropout), seed=seed, variant=_text("variant", variant),
+            check=_flag("check", check))
     dq, dk, dv, _row, _notes = _core.backward(
         step, arrays["q"], arrays["k"], arrays["v"], arrays["o"], arrays["lse"], arrays["dout"],
         dtype=_text("dtype", dtype), causal=_flag("causal", causal),
         scale=None if scale is None else _real("scale", scale),
         seqlens_q=_lengths("seqlens_q", seqlens_q), seqlens_k=_lengths("seqlens_k", seqlens_k),
-        dropout=_real("dropout", dropout), seed=seed,
+        dropout=_real("dropout", dropout), seed=seed, variant=_text("variant", variant),
         schedule=_text("schedule", schedule, allow_none=False), check=_flag("check", check),
         handle_sigint=threading.current_thread() is threading.main_thread())
     return _like(q, dq), _like(k, dk), _like(v, dv)

@@ -432,7 +432,8 @@ nb::tuple backward(const std::string& step_name, const nb::ndarray<nb::ro>& q,
                    const std::optional<std::string>& dtype, bool causal, std::optional<float> scale,
                    std::optional<std::vector<int>> seqlens_q,
                    std::optional<std::vector<int>> seqlens_k, float dropout, uint64_t seed,
-                   const std::string& schedule, bool check, bool handle_sigint) {
+                   const std::optional<std::string>& variant, const std::string& schedule,
+                   bool check, bool handle_sigint) {
   const attn::StepInfo& step = find_step(step_name);
   if (!step.backward)
     throw nb::value_error((step.name + " is a forward step: flashsteps.attention runs it").c_str());
@@ -450,7 +451,7 @@ nb::tuple backward(const std::string& step_name, const nb::ndarray<nb::ro>& q,
                                 .c_str());
   attn::Options opt = options_for(step, q, k, v,
                                   {dtype, causal, scale, std::move(seqlens_q), std::move(seqlens_k),
-                                   dropout, seed, std::nullopt, std::nullopt, "cpu", 0, schedule,
+                                   dropout, seed, std::nullopt, variant, "cpu", 0, schedule,
                                    std::nullopt, std::nullopt, check, false, std::nullopt});
   const attn::Problem& p = opt.problem;
   const std::vector<size_t> q_shape = {q.shape(0), q.shape(1), q.shape(2), q.shape(3)};
@@ -638,7 +639,8 @@ NB_MODULE(_core, m) {
         nb::arg("dtype").none() = nb::none(), nb::arg("causal") = false,
         nb::arg("scale").none() = nb::none(), nb::arg("seqlens_q").none() = nb::none(),
         nb::arg("seqlens_k").none() = nb::none(), nb::arg("dropout") = 0.0f, nb::arg("seed") = 0,
-        nb::arg("schedule") = "forward", nb::arg("check") = false, nb::arg("handle_sigint") = false,
+        nb::arg("variant").none() = nb::none(), nb::arg("schedule") = "forward",
+        nb::arg("check") = false, nb::arg("handle_sigint") = false,
         "Runs a backward step on host arrays q (B, H, Sq, D), k and v (B, Hkv, Sk, D), the "
         "forward's o (B, H, Sq, D) and lse (B, H, Sq, float32), and the upstream gradient dout "
         "(B, H, Sq, D). Returns (dq, dk, dv, row, notes): float32 arrays of q's, k's and v's "
