@@ -233,6 +233,8 @@ def kernel_object(spec, counted):
     step, stem = spec["step"], spec["source"].stem
     if counted:
         return f"{step}_{stem}_counted.cpp.o"
+    if stem == "attention_sm90a":  # the step's Hopper kernel (cmake/AttnStep.cmake's HOPPER_KERNEL)
+        return f"{step}_sm90a_cpu.cpp.o"
     return f"{step}_cpu.cpp.o" if stem == "attention" else f"{step}_{stem}_cpu.cpp.o"
 
 
