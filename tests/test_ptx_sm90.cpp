@@ -1237,3 +1237,35 @@ TEST_CASE("sm90: an ldmatrix of a TMA destination before it lands names the TMA 
                         Contains(tma + " has not landed") && Contains("mbarrier box") &&
                         Contains("a wait on the wrong parity"));
 }
+
+namespace {
+// Two TMA loads in flight into one buffer: the PTX ISA orders neither write before the other, so
+// what the buffer holds when both have landed is either box. which 1 waits for the first before
+// issuing the second (a buffer refilled after its copy landed: fine).
+__global__ void tma_twice(const attn::TensorMap map, int which) {
+  unsigned char* smem = attn::shared_memory<unsigned char>();
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + 4096);
+  attn::mbarrier_init(bar, 1);
+  attn::mbarrier_arrive_expect_tx(bar, which == 1 ? 512 : 1024);
+  attn::tma_load_2d(smem, &map, bar, 0, 0);
+  if (which == 1) {
+    attn::mbarrier_wait_parity(bar, 0);
+    attn::mbarrier_arrive_expect_tx(bar, 512);
+  }
+  attn::tma_load_2d(smem, &map, bar, 0, 0);
+  attn::mbarrier_wait_parity(bar, which == 1 ? 1 : 0);
+}
+}  // namespace
+
+TEST_CASE("sm90: a TMA into a buffer whose last copy has not landed is reported", "[ptx][sm90]") {
+  DeviceBuf<uint16_t> g(16 * 16);
+  attn::TensorMapSpec s;
+  s.rank = 2, s.global = g.ptr, s.dims[0] = 16, s.dims[1] = 16, s.strides[1] = 32;
+  s.box[0] = 16, s.box[1] = 16;
+  const simt::TensorMap map = attn::encode_tensor_map_cpu(s);
+  const attn::LaunchConfig cfg{dim3(1), dim3(1), 4096 + 8};
+  launch(tma_twice, cfg, map, 1);
+  CHECK_THROWS_WITH(launch(tma_twice, cfg, map, 0),
+                    Contains("cp.async.bulk.tensor at") && Contains("TMA load that thread 0") &&
+                        Contains("two copies in flight into one buffer"));
+}

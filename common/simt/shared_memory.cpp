@@ -124,9 +124,23 @@ void async_issued(const void* dst, const simt::where_t& where) {
   blk.chunks[off / 16] |= Block::kInFlight;
 }
 
+namespace {
+[[noreturn, gnu::noinline, gnu::cold]] void copy_over_copy(const Block::Pending& q, size_t off,
+                                                           const simt::where_t& where) {
+  fail("cp.async.bulk.tensor at " + loc(where) + " writes shared memory bytes " +
+       std::to_string(off) + ".." + std::to_string(off + 15) + " while the " +
+       (q.tma ? "TMA load" : "cp.async") + " that thread " + std::to_string(q.tid) +
+       " issued into them at " + loc_of(q.file, q.line) +
+       " has not landed: two copies in flight into one buffer land in either order (a buffer "
+       "refilled before anyone waited for its last copy)");
+}
+}  // namespace
+
 void tma_issued(const void* dst, const simt::where_t& where, const std::string* via) {
   Block& blk = *t_block;
   const size_t off = static_cast<const unsigned char*>(dst) - blk.smem;
+  if (blk.chunks[off / 16] & Block::kInFlight) [[unlikely]]
+    copy_over_copy(blk.pending[off / 16], off, where);
   blk.pending[off / 16] = {where.file_name(), where.line(), t_current->tid, via, true};
   blk.chunks[off / 16] |= Block::kInFlight;
 }
