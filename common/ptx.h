@@ -372,6 +372,58 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TensorMap* map, uin
 #endif
 }
 
+// ---- Bulk reduction: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [dst], [src],
+// bytes adds the bytes / 4 floats at shared `src` into global `dst`, element by element, each add
+// atomic (other blocks may add to the same floats). src and dst 16-byte aligned, bytes a positive
+// multiple of 16. The async proxy reads src: stores to it need fence.proxy.async.shared::cta, and
+// the fencing threads a barrier with the issuing one, first. It completes as this thread's bulk
+// async-groups do: cp.async.bulk.commit_group closes them, cp.async.bulk.wait_group.read N lets
+// their sources be reused, cp.async.bulk.wait_group N waits for the adds themselves.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, const float* src,
+                                                    uint32_t bytes ATTN_PTX_WHERE) {
+#if defined(__CUDA_ARCH__)
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+      "r"(smem_addr(src)), "r"(bytes)
+      : "memory");
+#elif defined(SIMT_BACKEND)
+  simt::bulk_reduce_add_f32(dst, src, bytes, where);
+#endif
+}
+
+// cp.async.bulk.commit_group: this thread's bulk operations issued since the last commit, a group.
+__device__ __forceinline__ void bulk_commit(ATTN_PTX_WHERE_ONLY) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#elif defined(SIMT_BACKEND)
+  simt::bulk_commit_group(where);
+#endif
+}
+
+// cp.async.bulk.wait_group.read N: at most N of this thread's newest bulk groups may still read
+// their shared-memory sources (the buffers of the older ones may be written again).
+template <int N>
+__device__ __forceinline__ void bulk_wait_read(ATTN_PTX_WHERE_ONLY) {
+  static_assert(N >= 0 && N <= 63, "cp.async.bulk.wait_group takes 0..63");
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#elif defined(SIMT_BACKEND)
+  simt::bulk_wait_group(N, true, where);
+#endif
+}
+
+// cp.async.bulk.wait_group N: at most N of this thread's newest bulk groups pending; the older
+// ones complete, their writes to global memory performed.
+template <int N>
+__device__ __forceinline__ void bulk_wait(ATTN_PTX_WHERE_ONLY) {
+  static_assert(N >= 0 && N <= 63, "cp.async.bulk.wait_group takes 0..63");
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#elif defined(SIMT_BACKEND)
+  simt::bulk_wait_group(N, false, where);
+#endif
+}
+
 // fence.proxy.async.shared::cta: ordinary (generic-proxy) stores to shared memory made before it
 // become visible to the async proxy (wgmma operands, TMA stores). Needed, followed by a barrier,
 // between writing a tile with st.shared and handing it to wgmma.

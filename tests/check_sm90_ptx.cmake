@@ -11,6 +11,8 @@ foreach(insn
     "mbarrier.arrive.expect_tx.shared::cta.b64" "mbarrier.expect_tx"
     "mbarrier.try_wait.parity.shared::cta.b64" "cp.async.mbarrier.arrive.noinc.shared::cta.b64"
     "fence.proxy.async.shared::cta" "setmaxnreg.inc.sync.aligned.u32 232"
+    "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32" "cp.async.bulk.commit_group"
+    "cp.async.bulk.wait_group.read 0" "cp.async.bulk.wait_group 0"
     "setmaxnreg.dec.sync.aligned.u32 40" "elect.sync" "bar.arrive" "bar.sync")
   string(FIND "${ptx}" "${insn}" at)
   if(at EQUAL -1)

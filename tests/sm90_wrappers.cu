@@ -23,6 +23,12 @@ __global__ void __launch_bounds__(384, 1)
   attn::mbarrier_arrive(bar + 1);
   attn::cp_async_mbarrier_arrive_noinc(bar + 2);
   attn::fence_proxy_async_shared();
+  if (threadIdx.x == 0) {
+    attn::bulk_reduce_add_f32(out + 512, reinterpret_cast<const float*>(smem + 16384), 64);
+    attn::bulk_commit();
+    attn::bulk_wait_read<0>();
+    attn::bulk_wait<0>();
+  }
   if (threadIdx.x < 128) {
     attn::setmaxnreg_dec<40>();
     attn::named_barrier_arrive(1, 256);

@@ -1269,3 +1269,55 @@ TEST_CASE("sm90: a TMA into a buffer whose last copy has not landed is reported"
                     Contains("cp.async.bulk.tensor at") && Contains("TMA load that thread 0") &&
                         Contains("two copies in flight into one buffer"));
 }
+
+namespace {
+// PTX ISA, "cp.reduce.async.bulk": 64 floats of each block's shared memory added into one global
+// vector. which 0: stored, fenced, a barrier, then thread 0 reduces, commits and waits (its
+// writes complete). The bugs: 1, no proxy fence after the stores; 2, the other threads' stores
+// and fences but no barrier before thread 31's bulk copy of them; 3, the source overwritten after
+// wait_group.read 1 (which leaves the newest group free to read); 4, the thread exits without any
+// wait; 5, a size that is not a multiple of 16.
+__global__ void bulk_add(float* out, int which) {
+  float* smem = attn::shared_memory<float>();
+  const int t = threadIdx.x, issuer = which == 2 ? 31 : 0;
+  if (t != issuer || which != 2) {
+    smem[t] = float(blockIdx.x + 1) * float(t);
+    smem[t + 32] = 1.0f;
+    if (which != 1) attn::fence_proxy_async_shared();
+  }
+  if (which != 2) __syncthreads();
+  if (t != issuer) return;
+  attn::bulk_reduce_add_f32(out, smem, which == 5 ? 200 : which == 2 ? 64 : 256);
+  attn::bulk_commit();
+  if (which == 3) {
+    attn::bulk_wait_read<1>();
+    smem[0] = 7.0f;
+    attn::bulk_wait<0>();
+  } else if (which != 4) {
+    attn::bulk_wait_read<0>();
+    attn::bulk_wait<0>();
+  }
+}
+}  // namespace
+
+TEST_CASE("sm90: cp.reduce.async.bulk adds shared floats into global memory, and its misuses",
+          "[ptx][sm90]") {
+  DeviceBuf<float> out(64);
+  for (int i = 0; i < 64; ++i) out.ptr[i] = 0.5f;
+  const attn::LaunchConfig cfg{dim3(3), dim3(32), 64 * sizeof(float)};
+  launch(bulk_add, cfg, out.ptr, 0);
+  for (int i = 0; i < 32; ++i) CHECK(out.ptr[i] == 0.5f + 6.0f * float(i));  // (1 + 2 + 3) i
+  for (int i = 32; i < 64; ++i) CHECK(out.ptr[i] == 3.5f);
+  CHECK_THROWS_WITH(launch(bulk_add, cfg, out.ptr, 1),
+                    Contains("cp.reduce.async.bulk at") && Contains("after the last "
+                                                                    "fence.proxy.async"));
+  CHECK_THROWS_WITH(launch(bulk_add, cfg, out.ptr, 2),
+                    Contains("cp.reduce.async.bulk at") && Contains("does not happen before it"));
+  CHECK_THROWS_WITH(launch(bulk_add, cfg, out.ptr, 3),
+                    Contains("cp.async.bulk.wait_group at") &&
+                        Contains("changed before this wait retired its read"));
+  CHECK_THROWS_WITH(launch(bulk_add, cfg, out.ptr, 4),
+                    Contains("exits with the bulk reduction issued at"));
+  CHECK_THROWS_WITH(launch(bulk_add, cfg, out.ptr, 5),
+                    Contains("size 200 bytes is not a positive multiple of 16"));
+}

@@ -189,7 +189,20 @@ struct WarpgroupSlot {
   bool granted = true;
 };
 
+// A bulk reduction in flight (cp.reduce.async.bulk ... .add.f32): what it read from the async
+// proxy's view at issue (checked unchanged in shared memory when its group's read is retired), and
+// where it adds.
+struct BulkOp {
+  float* dst = nullptr;
+  uint32_t src = 0;
+  std::vector<unsigned char> bytes;
+  where_t issued_at;
+  bool read = false;  // a wait_group.read retired its read of the source
+};
+
 struct ThreadState {
+  std::vector<BulkOp> bulk_open;
+  std::deque<std::vector<BulkOp>> bulk_groups;
   bool wgmma_fenced = false;
   std::vector<WgmmaPending> open;
   std::deque<std::vector<WgmmaPending>> groups;
@@ -223,7 +236,8 @@ struct Sm90Block final : detail::BlockExtension {
   std::vector<uint32_t> fence_ok;  // per warpgroup: fences up to this number known ordered
 
   std::string thread_exited(int tid) override {
-    const ThreadState& t = threads[size_t(tid)];
+    ThreadState& t = threads[size_t(tid)];
+    if (std::string why = bulk_exited(t); !why.empty()) return why;
     size_t pending = t.groups.size() + (t.open.empty() ? 0 : 1);
     if (pending == 0) return {};
     const WgmmaPending& newest = t.open.empty() ? t.groups.back().back() : t.open.back();
@@ -236,6 +250,10 @@ struct Sm90Block final : detail::BlockExtension {
              "values";
     return why;
   }
+
+  // A thread's bulk reductions when it exits: their sources must have been read (shared memory
+  // goes with the block), and what they add lands now.
+  std::string bulk_exited(ThreadState& t);
 
   std::string describe() const override {
     std::ostringstream os;
@@ -1111,6 +1129,125 @@ void setmaxnreg(bool inc, int regs, const where_t& where) {
 
 void set_entry_registers(int regs) {
   g_entry_registers = regs;
+}
+
+// ---- Bulk reductions into global memory ---------------------------------------------------------
+
+namespace {
+constexpr const char* kBulkReduce = "cp.reduce.async.bulk";
+constexpr const char* kBulkWait = "cp.async.bulk.wait_group";
+
+// The highest-numbered proxy fence that happens before thread `tid` (0: none).
+uint32_t fences_ordered_before_thread(Sm90Block& e, int tid) {
+  uint32_t best = 0;
+  for (int f : e.fencers)
+    for (auto it = e.threads[size_t(f)].fences.rbegin(); it != e.threads[size_t(f)].fences.rend();
+         ++it)
+      if (detail::ordered_before({f, it->first}, tid)) {
+        best = std::max(best, it->second);
+        break;
+      }
+  return best;
+}
+
+// The source was read as late as the PTX ISA allows: it must still hold what the operation read.
+void retire_read(BulkOp& op, const where_t& where) {
+  if (op.read) return;
+  for (size_t x = 0; x < op.bytes.size(); ++x)
+    if (*smem_at(op.src + uint32_t(x)) != op.bytes[x])
+      fail_at(kBulkWait, where,
+              "shared memory at " + hex(op.src + uint32_t(x)) +
+                  ", the source of the bulk reduction issued at " + loc(op.issued_at) +
+                  ", changed before this wait retired its read (a buffer reused before "
+                  "cp.async.bulk.wait_group.read let it go)");
+  op.read = true;
+}
+
+// The adds land: each element atomically, as other blocks' reductions into the same floats may.
+void land(const BulkOp& op) {
+  for (size_t i = 0; i < op.bytes.size() / 4; ++i) {
+    float x;
+    std::memcpy(&x, &op.bytes[4 * i], 4);
+    std::atomic_ref<float>(op.dst[i]).fetch_add(x, std::memory_order_relaxed);
+  }
+}
+}  // namespace
+
+std::string Sm90Block::bulk_exited(ThreadState& t) {
+  if (!t.bulk_open.empty()) t.bulk_groups.push_back(std::move(t.bulk_open));
+  t.bulk_open.clear();
+  for (const auto& group : t.bulk_groups)
+    for (const BulkOp& op : group)
+      if (!op.read)
+        return "exits with the bulk reduction issued at " + loc(op.issued_at) +
+               " still free to read its shared-memory source (no cp.async.bulk.wait_group{.read} "
+               "retired it, and the block's shared memory goes when it ends)";
+  for (const auto& group : t.bulk_groups)
+    for (const BulkOp& op : group) land(op);
+  t.bulk_groups.clear();
+  return {};
+}
+
+void bulk_reduce_add_f32(float* dst, const void* src, uint32_t bytes, const where_t& where) {
+  if (bytes == 0 || bytes % 16 != 0)
+    fail_at(kBulkReduce, where,
+            "size " + std::to_string(bytes) + " bytes is not a positive multiple of 16");
+  if (reinterpret_cast<uintptr_t>(dst) % 16 != 0)
+    fail_at(kBulkReduce, where, "global destination not 16-byte aligned");
+  detail::check_shared(src, bytes, 16, kBulkReduce, where);
+  const uint32_t a = shared_address(src, where);
+  Sm90Block& e = ext();
+  const int tid = detail::current().tid;
+
+  // The async proxy reads the source: what the last proxy fence made visible to it, and only
+  // where that fence happens before this thread (fence, then a barrier, then the bulk copy).
+  uint32_t need = 0;
+  for (uint32_t x = a; x < a + bytes; ++x) {
+    if (*smem_at(x) != e.async_view[x])
+      fail_at(
+          kBulkReduce, where,
+          "reads shared memory at " + hex(x) +
+              ", written by generic-proxy stores after the "
+              "last fence.proxy.async.shared::cta: the async proxy does not see them (fence, then "
+              "the bulk copy)");
+    if (!e.first_fence.empty()) need = std::max(need, e.first_fence[x / 2]);
+  }
+  if (!detail::ever_written(a, bytes))
+    fail_at(kBulkReduce, where,
+            "reads shared memory at " + hex(a) +
+                " that nothing has written and fenced since the block started");
+  if (need > fences_ordered_before_thread(e, tid))
+    fail_at(kBulkReduce, where,
+            "reads shared memory whose fence.proxy.async.shared::cta does not happen before it: "
+            "the threads that stored and fenced it must meet this one at a barrier first");
+  BulkOp op{dst, a,
+            std::vector<unsigned char>(e.async_view.begin() + a, e.async_view.begin() + a + bytes),
+            where, false};
+  e.threads[size_t(tid)].bulk_open.push_back(std::move(op));
+}
+
+void bulk_commit_group(const where_t&) {
+  ThreadState& ts = ext().threads[detail::current().tid];
+  ts.bulk_groups.push_back(std::move(ts.bulk_open));
+  ts.bulk_open.clear();
+}
+
+void bulk_wait_group(int n, bool read, const where_t& where) {
+  if (n < 0 || n > 63) fail_at(kBulkWait, where, "N must be in 0..63");
+  ThreadState& ts = ext().threads[detail::current().tid];
+  if (static_cast<int>(ts.bulk_groups.size()) > n) {
+    // The wait takes time: the other threads run first, as they could on the GPU while the copy
+    // still reads its source (a buffer overwritten too early is then caught below).
+    int looks = 0;
+    detail::wait_until(third_look, &looks, kBulkWait, where);
+  }
+  for (size_t g = 0; g + size_t(n) < ts.bulk_groups.size(); ++g)
+    for (BulkOp& op : ts.bulk_groups[g]) retire_read(op, where);
+  if (read) return;
+  while (static_cast<int>(ts.bulk_groups.size()) > n) {
+    for (const BulkOp& op : ts.bulk_groups.front()) land(op);
+    ts.bulk_groups.pop_front();
+  }
 }
 
 namespace testing {

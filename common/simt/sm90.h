@@ -84,6 +84,20 @@ inline uint32_t swizzle_address(uint32_t a, TmaSwizzle s) {
   return b == 0 ? a : a ^ ((a >> 3) & (((1u << b) - 1u) << 4));
 }
 
+// ---- Bulk reductions into global memory ---------------------------------------------------------
+// cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [dst], [src], bytes: adds the bytes / 4
+// floats at shared `src` into global `dst`, element by element, each add atomic. The async proxy
+// reads `src` (the bytes the last fence.proxy.async.shared::cta made visible to it), at any time
+// until a cp.async.bulk.wait_group{.read} retires the operation's bulk async-group; the adds land
+// at any time until a cp.async.bulk.wait_group without .read retires it (here: then, or when the
+// issuing thread exits). src and dst 16-byte aligned, bytes a positive multiple of 16.
+void bulk_reduce_add_f32(float* dst, const void* src, uint32_t bytes, const where_t& where);
+// cp.async.bulk.commit_group: this thread's bulk operations not yet in a group become one.
+void bulk_commit_group(const where_t& where);
+// cp.async.bulk.wait_group{.read} n: at most n of this thread's newest bulk async-groups still
+// pending (read: still reading their sources), the older ones complete.
+void bulk_wait_group(int n, bool read, const where_t& where);
+
 // ---- Proxy fences ------------------------------------------------------------------------------
 // fence.proxy.async.shared::cta: generic-proxy writes to shared memory become visible to the async
 // proxy (wgmma, TMA stores).
