@@ -441,7 +441,7 @@ def test_the_backwards_bad_input():
         flashsteps.attention(q, k, v, step=6)
 
 
-def test_the_backwards_variants_give_the_same_bits():
+def test_the_backwards_variants_give_the_same_bits(monkeypatch):
     # Step 6's sm90a kernel (its TMA copies) computes what its sm80 kernel does, in the same order.
     rng = np.random.default_rng(11)
     q, k, v = (x.astype(np.float16) for x in inputs(rng, 2, 4, 2, 33, 70, 64))
@@ -454,3 +454,8 @@ def test_the_backwards_variants_give_the_same_bits():
         assert np.array_equal(a, b)
     with pytest.raises(ValueError, match="--variant sm70: this step has variants"):
         flashsteps.attention_backward(q, k, v, o, lse, dout, causal=True, variant="sm70")
+    # The variant reaches the harness: a CPU backend presenting an sm_80 GPU refuses sm90a alone.
+    monkeypatch.setenv("SIMT_PRESENT_AS", "sm_80")
+    with pytest.raises(ValueError, match="--variant sm90a: needs a compute capability 9.0 GPU"):
+        flashsteps.attention_backward(q, k, v, o, lse, dout, causal=True, variant="sm90a")
+    flashsteps.attention_backward(q, k, v, o, lse, dout, causal=True, variant="sm80")
